@@ -1,0 +1,15 @@
+"""Import every module of a sub-package so that its registration decorators run."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from types import ModuleType
+
+
+def import_submodules(package: ModuleType) -> None:
+    """Import all modules below ``package`` (used by the attack and experiment registries)."""
+    for info in pkgutil.walk_packages(package.__path__, prefix=package.__name__ + "."):
+        if info.name.rsplit(".", 1)[-1].startswith("_"):
+            continue
+        importlib.import_module(info.name)

@@ -1,0 +1,65 @@
+"""The small domain error hierarchy.
+
+Every error a user can trigger with bad input is one of these, and its message names the
+parameter (or file), what was expected and what was received.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TrainleakError(Exception):
+    """Base class of every error trainleak raises on purpose."""
+
+
+class ConfigError(TrainleakError, ValueError):
+    """An invalid hyper-parameter or config value."""
+
+    @classmethod
+    def invalid(cls, field: str, expected: str, received: Any) -> ConfigError:
+        """Build the standard message: field, expectation, value received."""
+        return cls(f"invalid value for {field!r}: expected {expected}, received {received!r}")
+
+
+class DataNotFoundError(TrainleakError, FileNotFoundError):
+    """A data file is missing or unreadable; the message says how to supply it."""
+
+
+class ReleaseTypeError(TrainleakError, TypeError):
+    """An attack, bound or defense was handed a release of the wrong type."""
+
+
+class MissingKnowledgeError(TrainleakError, ValueError):
+    """An attack was called without knowledge it declares as required."""
+
+
+class UnsafeFileError(TrainleakError, ValueError):
+    """A file would need unpickling arbitrary objects; trainleak refuses to load it."""
+
+
+class ShapeError(TrainleakError, ValueError):
+    """A tensor does not have the shape the operation needs."""
+
+
+def check_positive(name: str, value: float, *, allow_zero: bool = False) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is positive (or zero when allowed)."""
+    ok = value >= 0 if allow_zero else value > 0
+    if not ok or value != value:  # NaN check
+        expected = "a non-negative number" if allow_zero else "a positive number"
+        raise ConfigError.invalid(name, expected, value)
+
+
+def check_in_range(name: str, value: float, low: float, high: float, *, closed: str = "[]") -> None:
+    """Raise :class:`ConfigError` unless ``value`` lies in the interval given by ``closed``."""
+    lo_ok = value >= low if closed[0] == "[" else value > low
+    hi_ok = value <= high if closed[1] == "]" else value < high
+    if not (lo_ok and hi_ok):
+        interval = f"{closed[0]}{low}, {high}{closed[1]}"
+        raise ConfigError.invalid(name, f"a number in {interval}", value)
+
+
+def check_choice(name: str, value: Any, choices: tuple[Any, ...] | list[Any]) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ConfigError.invalid(name, f"one of {list(choices)}", value)

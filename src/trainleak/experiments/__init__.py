@@ -1,0 +1,43 @@
+"""Experiments, one module per seed claim; every experiment registers itself."""
+
+from __future__ import annotations
+
+import sys
+
+from trainleak._discovery import import_submodules
+from trainleak.errors import ConfigError
+from trainleak.experiments.base import (
+    Claim,
+    Experiment,
+    ExperimentConfig,
+    Result,
+    experiment,
+    parse_config,
+    registered_experiments,
+)
+
+
+def available_experiments() -> dict[str, Experiment]:
+    """Every registered experiment, by name (imports all experiment modules first)."""
+    import_submodules(sys.modules[__name__])
+    return registered_experiments()
+
+
+def get_experiment(name: str) -> Experiment:
+    """The experiment registered as ``name``."""
+    exps = available_experiments()
+    if name not in exps:
+        raise ConfigError.invalid("experiment", f"one of {sorted(exps)}", name)
+    return exps[name]
+
+
+__all__ = [
+    "Claim",
+    "Experiment",
+    "ExperimentConfig",
+    "Result",
+    "available_experiments",
+    "experiment",
+    "get_experiment",
+    "parse_config",
+]

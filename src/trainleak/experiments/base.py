@@ -1,0 +1,135 @@
+"""Experiments: a typed config plus ``run(config, progress) -> Result``.
+
+An experiment never prints and never writes files: it returns numbers, tables, images and
+matplotlib figures in a :class:`Result`; :mod:`trainleak.audit` writes and reports them. Each
+experiment states the seed paper's claims as :class:`Claim` objects whose ``holds`` is computed
+from this run's measurements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from trainleak.errors import ConfigError
+from trainleak.progress import Progress
+
+
+class ExperimentConfig(BaseModel):
+    """Base of every experiment config: unknown keys are errors, values are validated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One of the seed paper's claims, checked against this run.
+
+    Attributes:
+        text: the claim, in words.
+        holds: whether this run's measurements support it (computed, never hand-written).
+        evidence: the numbers it was decided on.
+    """
+
+    text: str
+    holds: bool
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Result:
+    """Everything an experiment produces.
+
+    Attributes:
+        experiment: the experiment's registry name.
+        config: the validated config, as a dict.
+        metrics: scalar metrics (JSON-serialisable).
+        claims: the seed's claims and whether they held.
+        tables: named tables, each a list of rows (dicts), shown in the report.
+        images: named images (H, W) or (H, W, 3), floats in [0, 1] or uint8, saved as PNG.
+        figures: named matplotlib figures, saved as PNG.
+        notes: free text shown in the report (what was measured and how).
+        artifacts: paths written by the runner (filled in by :mod:`trainleak.audit`).
+    """
+
+    experiment: str
+    config: dict[str, Any]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    claims: list[Claim] = field(default_factory=list)
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    images: dict[str, np.ndarray] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
+    notes: str = ""
+    artifacts: dict[str, str] = field(default_factory=dict)
+
+    def claim(self, text: str, holds: bool, **evidence: Any) -> None:
+        """Append a claim; ``holds`` must come from measurements."""
+        self.claims.append(Claim(text=text, holds=bool(holds), evidence=evidence))
+
+
+C = TypeVar("C", bound=ExperimentConfig)
+RunFn = Callable[[Any, Progress | None], Result]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A registered experiment."""
+
+    name: str
+    summary: str
+    config_type: type[ExperimentConfig]
+    run_fn: RunFn
+
+    def make_config(self, overrides: Mapping[str, Any] | None = None) -> ExperimentConfig:
+        """Validate ``overrides`` against the config; errors name field, expectation and value."""
+        return parse_config(self.config_type, dict(overrides or {}))
+
+    def run(self, config: ExperimentConfig, progress: Progress | None = None) -> Result:
+        """Run with a validated config."""
+        if not isinstance(config, self.config_type):
+            raise ConfigError.invalid("config", self.config_type.__name__, type(config).__name__)
+        return self.run_fn(config, progress)
+
+
+_EXPERIMENTS: dict[str, Experiment] = {}
+
+
+def experiment(
+    name: str, summary: str, config_type: type[C]
+) -> Callable[[Callable[[C, Progress | None], Result]], Callable[[C, Progress | None], Result]]:
+    """Decorator registering ``run(config, progress) -> Result`` as experiment ``name``."""
+
+    def wrap(fn: Callable[[C, Progress | None], Result]) -> Callable[[C, Progress | None], Result]:
+        existing = _EXPERIMENTS.get(name)
+        if existing is not None and existing.run_fn.__qualname__ != fn.__qualname__:
+            raise TypeError(f"experiment name {name!r} is taken")
+        _EXPERIMENTS[name] = Experiment(name, summary, config_type, fn)
+        return fn
+
+    return wrap
+
+
+def registered_experiments() -> dict[str, Experiment]:
+    """The registry as it stands."""
+    return dict(_EXPERIMENTS)
+
+
+def parse_config(config_type: type[C], values: dict[str, Any]) -> C:
+    """Validate ``values``; a :class:`ConfigError` names the field, expectation and value."""
+    try:
+        return config_type.model_validate(values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "config"
+        if err["type"] == "extra_forbidden":
+            fields = sorted(config_type.model_fields)
+            raise ConfigError(
+                f"unknown config field {loc!r} for {config_type.__name__}; known fields: {fields}"
+            ) from None
+        raise ConfigError.invalid(loc, err["msg"].lower(), err.get("input")) from None

@@ -1,0 +1,176 @@
+"""The :class:`Checkpoint` release: released weights, plus what a release usually carries.
+
+A checkpoint is saved as a directory with ``weights.safetensors`` (final and, optionally,
+initial tensors) and ``release.json`` (architecture, optimizer and training metadata). Loading
+never unpickles arbitrary objects: pickles are refused, and torch files go through
+``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from trainleak.errors import ConfigError, UnsafeFileError
+from trainleak.releases.base import Release
+
+StateDict = dict[str, torch.Tensor]
+
+_PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib", ".npy", ".npz"}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A serialisable description of an architecture: ``models.build_model(spec)`` rebuilds it.
+
+    Attributes:
+        kind: registered architecture name (see :func:`trainleak.models.available_models`).
+        kwargs: constructor keywords of that architecture (JSON-serialisable).
+    """
+
+    kind: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """Which optimizer produced the weights (drives optimizer-aware attacks).
+
+    Attributes:
+        name: ``"gd"``, ``"sgd"``, ``"adam"``, ``"muon"`` or ``"signum"``.
+        lr: learning rate.
+        params: other hyper-parameters (momentum, betas, eps, weight_decay, ...).
+    """
+
+    name: str
+    lr: float
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """How the model was trained: loss, steps, data size and final statistics."""
+
+    loss: str
+    steps: int
+    n_train: int
+    batch_size: int | None = None
+    final_loss: float | None = None
+    min_margin: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Checkpoint(Release):
+    """Released model weights.
+
+    Attributes:
+        architecture: the model's :class:`ModelSpec`.
+        final: the released (trained) state dict.
+        initial: the initial state dict, when it is released too (seed 12).
+        optimizer: the optimizer metadata, when known.
+        training: training metadata, when known.
+    """
+
+    architecture: ModelSpec
+    final: StateDict
+    initial: StateDict | None = None
+    optimizer: OptimizerSpec | None = None
+    training: TrainingSpec | None = None
+
+    def describe(self) -> str:
+        n = sum(t.numel() for t in self.final.values())
+        opt = self.optimizer.name if self.optimizer else "unknown optimizer"
+        return f"Checkpoint({self.architecture.kind}, {n} parameters, {opt})"
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``weights.safetensors`` and ``release.json`` into ``directory``."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        tensors = {f"final.{k}": v.detach().contiguous().cpu() for k, v in self.final.items()}
+        if self.initial is not None:
+            tensors.update(
+                {f"initial.{k}": v.detach().contiguous().cpu() for k, v in self.initial.items()}
+            )
+        save_file(tensors, str(out / "weights.safetensors"))
+        meta = {
+            "format": "trainleak.checkpoint/1",
+            "architecture": asdict(self.architecture),
+            "optimizer": asdict(self.optimizer) if self.optimizer else None,
+            "training": asdict(self.training) if self.training else None,
+        }
+        (out / "release.json").write_text(json.dumps(meta, indent=2))
+        return out
+
+    @classmethod
+    def load(cls, path: str | Path) -> Checkpoint:
+        """Load a checkpoint directory written by :meth:`save`.
+
+        Raises:
+            FileNotFoundError: the directory or one of its files is missing.
+            UnsafeFileError: the path is a pickle, or a torch file that needs unpickling.
+        """
+        p = Path(path)
+        if p.is_file():
+            _refuse_pickle(p)
+            raise ConfigError.invalid(
+                "path", "a checkpoint directory with weights.safetensors and release.json", str(p)
+            )
+        weights, meta_path = p / "weights.safetensors", p / "release.json"
+        for f in (weights, meta_path):
+            if not f.exists():
+                raise FileNotFoundError(f"checkpoint file {f} is missing (looked in {p})")
+        meta = json.loads(meta_path.read_text())
+        tensors = load_file(str(weights))
+        final = {k[len("final.") :]: v for k, v in tensors.items() if k.startswith("final.")}
+        initial = {k[len("initial.") :]: v for k, v in tensors.items() if k.startswith("initial.")}
+        return cls(
+            architecture=ModelSpec(**meta["architecture"]),
+            final=final,
+            initial=initial or None,
+            optimizer=OptimizerSpec(**meta["optimizer"]) if meta.get("optimizer") else None,
+            training=TrainingSpec(**meta["training"]) if meta.get("training") else None,
+        )
+
+
+def load_state_dict(path: str | Path) -> StateDict:
+    """Load a state dict from safetensors, or from a torch file with ``weights_only=True``.
+
+    Arbitrary pickles are refused: unpickling runs code chosen by whoever wrote the file.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        UnsafeFileError: the file is a pickle, or a torch file whose contents need unpickling.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"weights file {p} does not exist")
+    if p.suffix == ".safetensors":
+        return dict(load_file(str(p)))
+    _refuse_pickle(p)
+    try:
+        obj = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises UnpicklingError subclasses and RuntimeError
+        raise UnsafeFileError(
+            f"refusing to load {p}: it holds objects other than tensors, and loading them would "
+            f"unpickle arbitrary code ({type(exc).__name__}); re-save it as safetensors"
+        ) from exc
+    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise UnsafeFileError(f"{p} does not hold a flat state dict of tensors")
+    return dict(obj)
+
+
+def _refuse_pickle(p: Path) -> None:
+    with p.open("rb") as fh:
+        head = fh.read(2)
+    if p.suffix in _PICKLE_SUFFIXES or head[:1] == b"\x80":
+        raise UnsafeFileError(
+            f"refusing to load {p}: it is a Python pickle, and unpickling can run arbitrary code; "
+            "save weights with safetensors (or torch.save of a plain state dict, which trainleak "
+            "reads with weights_only=True)"
+        )
