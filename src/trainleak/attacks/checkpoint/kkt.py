@@ -1,0 +1,211 @@
+"""Training-set reconstruction from a released checkpoint via its KKT conditions.
+
+Gradient flow on a homogeneous network with logistic or exponential loss converges in
+direction to a KKT point of the max-margin problem min ||theta||^2 s.t. y_i Phi(theta; x_i) >= 1
+(Lyu & Li, ICLR 2020; Ji & Telgarsky 2020). Its stationarity condition says that the released
+weights are a non-negative combination of per-sample output gradients:
+
+    theta = sum_i lambda_i y_i grad_theta Phi(theta; x_i),   lambda_i >= 0.
+
+The attack searches candidates x_k and multipliers lambda_k that satisfy this equation for the
+released theta (Haim, Vardi, Yehudai, Shamir & Irani, *Reconstructing Training Data from
+Trained Neural Networks*, NeurIPS 2022, arXiv 2206.07758). For C > 1 outputs the condition
+has one multiplier per (sample, wrong class) pair (Buzaglo et al., *Deconstructing Data
+Reconstruction: Multiclass, Weight Decay and General Losses*, NeurIPS 2023, arXiv 2307.01827):
+
+    theta = sum_i sum_{j != y_i} lambda_ij grad_theta (Phi_{y_i} - Phi_j)(theta; x_i).
+
+Per-candidate gradients are never formed one by one: the combination is the gradient of the
+single scalar sum_k <coef_k, Phi(theta; x_k)>, taken with ``create_graph=True`` so that the
+objective can be differentiated again with respect to the candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import torch
+
+from trainleak.attacks.base import Attack, ConformanceCase, Reconstruction, check_hparam
+from trainleak.attacks.base import register_attack
+from trainleak.attacks.checkpoint._network import ReleasedMLP
+from trainleak.progress import Progress, report_every
+from trainleak.releases.base import Knowledge
+from trainleak.releases.checkpoint import Checkpoint
+
+
+@register_attack
+@dataclass(frozen=True, kw_only=True)
+class KKTReconstruction(Attack[Checkpoint]):
+    """Reconstruct training inputs from a homogeneous MLP's weights (Haim et al. 2022).
+
+    Args:
+        n_candidates: number of candidates m (the paper uses twice the training-set size).
+        steps: optimisation steps.
+        lr_x: learning rate of the candidates.
+        lr_lambda: learning rate of the (scaled) multipliers.
+        momentum: SGD momentum.
+        lambda_min: lower target of the scaled multipliers (penalised below it).
+        relu_alpha: sharpness of the sigmoid gate used in the backward pass.
+        init_std: standard deviation of the Gaussian initial candidates.
+        bound_weight: weight of the penalty keeping candidates inside ``value_range``.
+        lambda_weight: weight of the multiplier penalty.
+        optimizer: ``sgd`` (with momentum, as the paper) or ``adam``.
+        log_every: steps between trace records.
+
+    Example:
+        >>> attack = KKTReconstruction(n_candidates=8, steps=5)
+        >>> attack.n_candidates
+        8
+    """
+
+    name: ClassVar[str] = "kkt"
+    summary: ClassVar[str] = (
+        "KKT-condition reconstruction of training inputs from a homogeneous MLP checkpoint "
+        "(Haim et al. 2022; multi-class per Buzaglo et al. 2023)"
+    )
+    release_type: ClassVar[type[Checkpoint]] = Checkpoint
+    requires: ClassVar[frozenset[str]] = frozenset({"input_shape", "value_range"})
+
+    n_candidates: int = 200
+    steps: int = 10_000
+    lr_x: float = 0.03
+    lr_lambda: float = 0.01
+    momentum: float = 0.9
+    lambda_min: float = 0.05
+    relu_alpha: float = 150.0
+    init_std: float = 0.03
+    bound_weight: float = 1.0
+    lambda_weight: float = 5.0
+    optimizer: Literal["sgd", "adam"] = "sgd"
+    log_every: int = 100
+
+    def validate(self) -> None:
+        check_hparam("n_candidates", self.n_candidates >= 1, "an integer >= 1", self.n_candidates)
+        check_hparam("steps", self.steps >= 0, "an integer >= 0", self.steps)
+        for name in ("lr_x", "lr_lambda", "relu_alpha", "init_std", "log_every"):
+            value = getattr(self, name)
+            check_hparam(name, value > 0, "a positive number", value)
+        check_hparam("momentum", 0 <= self.momentum < 1, "a number in [0, 1)", self.momentum)
+        for name in ("lambda_min", "bound_weight", "lambda_weight"):
+            value = getattr(self, name)
+            check_hparam(name, value >= 0, "a non-negative number", value)
+        check_hparam("optimizer", self.optimizer in ("sgd", "adam"), "'sgd' or 'adam'", self.optimizer)
+
+    def run(
+        self,
+        release: Checkpoint,
+        knowledge: Knowledge,
+        generator: torch.Generator,
+        progress: Progress | None,
+    ) -> Reconstruction:
+        net = ReleasedMLP.from_checkpoint(release)
+        problem = _KKTProblem(net, self, knowledge, generator)
+        trace = problem.optimise(progress)
+        x = problem.candidates().reshape(self.n_candidates, *tuple(knowledge.input_shape or ()))
+        return Reconstruction(
+            inputs=x,
+            labels=problem.labels,
+            scores=problem.lam_eff().detach().sum(1),
+            diagnostics={
+                "kkt_loss_initial": trace[0]["kkt"] if trace else float("nan"),
+                "kkt_loss_final": trace[-1]["kkt"] if trace else float("nan"),
+                "lambda_scale": problem.lambda_scale,
+            },
+            trace=trace,
+        )
+
+    @classmethod
+    def conformance_case(cls) -> ConformanceCase:
+        from trainleak.attacks.checkpoint._fixtures import tiny_binary_checkpoint
+
+        ckpt, knowledge = tiny_binary_checkpoint()
+        return ConformanceCase(
+            release=ckpt,
+            knowledge=knowledge,
+            fast_params={"n_candidates": 6, "steps": 20, "log_every": 10},
+            bad_params=[{"n_candidates": 0}, {"lr_x": -1.0}, {"momentum": 1.5}],
+        )
+
+
+class _KKTProblem:
+    """The optimisation state of one KKT reconstruction run."""
+
+    def __init__(
+        self,
+        net: ReleasedMLP,
+        hp: KKTReconstruction,
+        knowledge: Knowledge,
+        generator: torch.Generator,
+    ) -> None:
+        self.net, self.hp = net, hp
+        self.theta = [p.requires_grad_(True) for p in net.parameters()]
+        self.theta_sq = sum(float((p.detach() ** 2).sum()) for p in self.theta)
+        lo, hi = knowledge.value_range or (-1.0, 1.0)
+        self.lo, self.hi = float(lo), float(hi)
+        m, c = hp.n_candidates, net.out_dim
+        self.labels = torch.arange(m) % (2 if c == 1 else c)
+        self.x = (torch.randn(m, net.input_dim, generator=generator) * hp.init_std).requires_grad_()
+        n_mult = 1 if c == 1 else c
+        self.mask = torch.ones(m, n_mult)
+        if c > 1:
+            self.mask[torch.arange(m), self.labels] = 0.0
+        self.lam = torch.rand(m, n_mult, generator=generator).requires_grad_()
+        self.lambda_scale = 1.0
+        self.lambda_scale = self._fit_lambda_scale()
+
+    def lam_eff(self) -> torch.Tensor:
+        return torch.relu(self.lam) * self.mask * self.lambda_scale
+
+    def candidates(self) -> torch.Tensor:
+        return self.x.detach().clamp(self.lo, self.hi)
+
+    def _coefficients(self) -> torch.Tensor:
+        lam = self.lam_eff()
+        if self.net.out_dim == 1:
+            return lam * (2.0 * self.labels.view(-1, 1).to(lam.dtype) - 1.0)
+        own = torch.zeros_like(lam).scatter(1, self.labels.view(-1, 1), lam.sum(1, keepdim=True))
+        return own - lam
+
+    def combination(self) -> list[torch.Tensor]:
+        """sum_k coef_k . grad_theta Phi(theta; x_k), differentiable in x and lambda."""
+        out = self.net.forward(self.x, self.theta, self.hp.relu_alpha)
+        s = (self._coefficients() * out).sum()
+        return list(torch.autograd.grad(s, self.theta, create_graph=True))
+
+    def _fit_lambda_scale(self) -> float:
+        """Least-squares scale of the initial combination, so multipliers start at O(1)."""
+        g = self.combination()
+        num = sum(float((p.detach() * q.detach()).sum()) for p, q in zip(self.theta, g))
+        den = sum(float((q.detach() ** 2).sum()) for q in g)
+        return abs(num) / den if den > 0 and num != 0 else 1.0
+
+    def losses(self) -> tuple[torch.Tensor, torch.Tensor]:
+        g = self.combination()
+        kkt = sum(((p - q) ** 2).sum() for p, q in zip(self.theta, g)) / self.theta_sq
+        bounds = (torch.relu(self.x - self.hi) ** 2 + torch.relu(self.lo - self.x) ** 2).sum()
+        lam_pen = (torch.relu(self.hp.lambda_min - self.lam) ** 2 * self.mask).sum()
+        total = kkt + self.hp.bound_weight * bounds + self.hp.lambda_weight * lam_pen
+        return total, torch.as_tensor(kkt)
+
+    def optimise(self, progress: Progress | None) -> list[dict[str, float]]:
+        hp = self.hp
+        groups = [{"params": [self.x], "lr": hp.lr_x}, {"params": [self.lam], "lr": hp.lr_lambda}]
+        opt: torch.optim.Optimizer
+        if hp.optimizer == "sgd":
+            opt = torch.optim.SGD(groups, momentum=hp.momentum)
+        else:
+            opt = torch.optim.Adam(groups)
+        trace: list[dict[str, float]] = []
+        for step in range(hp.steps + 1):
+            total, kkt = self.losses()
+            if step % hp.log_every == 0 or step == hp.steps:
+                trace.append({"step": float(step), "loss": total.item(), "kkt": kkt.item()})
+                report_every(progress, "kkt reconstruction", step, hp.steps, 1)
+            if step == hp.steps:
+                break
+            opt.zero_grad(set_to_none=True)
+            total.backward(inputs=[self.x, self.lam])
+            opt.step()
+        return trace
