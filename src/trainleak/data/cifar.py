@@ -160,7 +160,8 @@ def load_cifar10(
     want = limit if limit is not None else (_N_TRAIN if split == "train" else 10000)
     folders = [root / "cifar10", root]
     py = next((f / _PY_FOLDER for f in folders if (f / _PY_FOLDER).is_dir()), None)
-    sprites = next((f for f in folders if (f / "cifar10_labels.txt").is_file()), None)
+    sprite_files = ("cifar10_labels.txt", "cifar10_batch_0.png", "cifar10_batch_50.png")
+    sprites = next((f for f in folders if any((f / n).is_file() for n in sprite_files)), None)
     if py is not None:
         images, labels = _load_py_batches(py, split, want)
     elif sprites is not None:

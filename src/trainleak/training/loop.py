@@ -63,7 +63,9 @@ def _check_data(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: TrainCo
     if cfg.loss == "logistic" and out.shape[1] != 1:
         raise ConfigError.invalid("loss", "'cross_entropy' for a multi-output model", cfg.loss)
     if cfg.loss == "logistic" and not bool(((y == 0) | (y == 1)).all()):
-        raise ConfigError.invalid("y", "labels in {0, 1} for the logistic loss", y.unique().tolist())
+        raise ConfigError.invalid(
+            "y", "labels in {0, 1} for the logistic loss", y.unique().tolist()
+        )
 
 
 def train(
@@ -97,7 +99,7 @@ def train(
             break
         for o, lrs in zip(opts, base_lrs):
             for g, lr in zip(o.param_groups, lrs):
-                g["lr"] = lr * lr_factor(cfg, step)
+                g["lr"] = lr * lr_factor(cfg, step, loss.item())
             o.zero_grad(set_to_none=True)
         loss.backward()
         for o in opts:

@@ -41,9 +41,7 @@ def make_optimizers(model: nn.Module, cfg: TrainConfig) -> list[torch.optim.Opti
     params = [p for p in model.parameters() if p.requires_grad]
     if cfg.optimizer in ("gd", "sgd"):
         return [
-            torch.optim.SGD(
-                params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
-            )
+            torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
         ]
     if cfg.optimizer == "adam":
         return [
@@ -65,8 +63,10 @@ def make_optimizers(model: nn.Module, cfg: TrainConfig) -> list[torch.optim.Opti
     return opts
 
 
-def lr_factor(cfg: TrainConfig, step: int) -> float:
-    """Multiplier of the base learning rate at ``step``."""
+def lr_factor(cfg: TrainConfig, step: int, loss: float) -> float:
+    """Multiplier of the base learning rate at ``step`` with current training loss ``loss``."""
+    if cfg.lr_schedule == "loss_normalized":
+        return min(1.0 / max(loss, 1e-30), cfg.max_lr_factor)
     if cfg.lr_schedule == "inv_sqrt":
         return 1.0 / math.sqrt(1.0 + step / 100.0)
     if cfg.lr_schedule == "cosine":

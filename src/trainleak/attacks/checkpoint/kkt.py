@@ -27,8 +27,13 @@ from typing import ClassVar, Literal
 
 import torch
 
-from trainleak.attacks.base import Attack, ConformanceCase, Reconstruction, check_hparam
-from trainleak.attacks.base import register_attack
+from trainleak.attacks.base import (
+    Attack,
+    ConformanceCase,
+    Reconstruction,
+    check_hparam,
+    register_attack,
+)
 from trainleak.attacks.checkpoint._network import ReleasedMLP
 from trainleak.progress import Progress, report_every
 from trainleak.releases.base import Knowledge
@@ -91,7 +96,9 @@ class KKTReconstruction(Attack[Checkpoint]):
         for name in ("lambda_min", "bound_weight", "lambda_weight"):
             value = getattr(self, name)
             check_hparam(name, value >= 0, "a non-negative number", value)
-        check_hparam("optimizer", self.optimizer in ("sgd", "adam"), "'sgd' or 'adam'", self.optimizer)
+        check_hparam(
+            "optimizer", self.optimizer in ("sgd", "adam"), "'sgd' or 'adam'", self.optimizer
+        )
 
     def run(
         self,
