@@ -22,6 +22,7 @@ objective can be differentiated again with respect to the candidates.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -35,6 +36,7 @@ from trainleak.attacks.base import (
     register_attack,
 )
 from trainleak.attacks.checkpoint._network import ReleasedMLP
+from trainleak.attacks.checkpoint.targets import TARGETS, make_target, target_for_optimizer
 from trainleak.progress import Progress, report_every
 from trainleak.releases.base import Knowledge
 from trainleak.releases.checkpoint import Checkpoint
@@ -57,6 +59,9 @@ class KKTReconstruction(Attack[Checkpoint]):
         bound_weight: weight of the penalty keeping candidates inside ``value_range``.
         lambda_weight: weight of the multiplier penalty.
         optimizer: ``sgd`` (with momentum, as the paper) or ``adam``.
+        target: the stationarity target (see :mod:`.targets`): ``l2`` for GD/SGD, ``spectral``
+            or ``spectral_psd`` for Muon, ``linf`` for Adam and Signum; ``auto`` reads the
+            checkpoint's optimizer metadata (``l2`` when it has none).
         log_every: steps between trace records.
 
     Example:
@@ -84,6 +89,7 @@ class KKTReconstruction(Attack[Checkpoint]):
     bound_weight: float = 1.0
     lambda_weight: float = 5.0
     optimizer: Literal["sgd", "adam"] = "sgd"
+    target: Literal["auto", "l2", "spectral", "spectral_psd", "linf"] = "auto"
     log_every: int = 100
 
     def validate(self) -> None:
@@ -99,6 +105,21 @@ class KKTReconstruction(Attack[Checkpoint]):
         check_hparam(
             "optimizer", self.optimizer in ("sgd", "adam"), "'sgd' or 'adam'", self.optimizer
         )
+        check_hparam("target", self.target in ("auto", *TARGETS), f"one of {TARGETS}", self.target)
+
+    def resolve_target(self, release: Checkpoint) -> str:
+        """The target to use; warns when it contradicts the recorded optimizer."""
+        recorded = release.optimizer.name if release.optimizer else None
+        implied = target_for_optimizer(recorded)
+        if self.target == "auto":
+            return implied
+        if recorded is not None and self.target.split("_")[0] != implied:
+            warnings.warn(
+                f"KKT target {self.target!r} does not match the recorded optimizer "
+                f"{recorded!r}, whose implicit bias implies target {implied!r}",
+                stacklevel=3,
+            )
+        return self.target
 
     def run(
         self,
@@ -108,7 +129,8 @@ class KKTReconstruction(Attack[Checkpoint]):
         progress: Progress | None,
     ) -> Reconstruction:
         net = ReleasedMLP.from_checkpoint(release)
-        problem = _KKTProblem(net, self, knowledge, generator)
+        target = self.resolve_target(release)
+        problem = KKTProblem(net, self, target, knowledge.value_range, generator)
         trace = problem.optimise(progress)
         x = problem.candidates().reshape(self.n_candidates, *tuple(knowledge.input_shape or ()))
         return Reconstruction(
@@ -119,6 +141,7 @@ class KKTReconstruction(Attack[Checkpoint]):
                 "kkt_loss_initial": trace[0]["kkt"] if trace else float("nan"),
                 "kkt_loss_final": trace[-1]["kkt"] if trace else float("nan"),
                 "lambda_scale": problem.lambda_scale,
+                "target": target,
             },
             trace=trace,
         )
@@ -136,24 +159,40 @@ class KKTReconstruction(Attack[Checkpoint]):
         )
 
 
-class _KKTProblem:
-    """The optimisation state of one KKT reconstruction run."""
+class KKTProblem:
+    """The optimisation state of one KKT reconstruction (or of a residual evaluation).
+
+    With ``fixed_x`` (and ``fixed_labels``) the candidates are the given inputs and only the
+    multipliers and target parameters are optimised: the KKT residual of a known set.
+    """
 
     def __init__(
         self,
         net: ReleasedMLP,
         hp: KKTReconstruction,
-        knowledge: Knowledge,
+        target: str,
+        value_range: tuple[float, float] | None,
         generator: torch.Generator,
+        *,
+        fixed_x: torch.Tensor | None = None,
+        fixed_labels: torch.Tensor | None = None,
     ) -> None:
         self.net, self.hp = net, hp
         self.theta = [p.requires_grad_(True) for p in net.parameters()]
-        self.theta_sq = sum(float((p.detach() ** 2).sum()) for p in self.theta)
-        lo, hi = knowledge.value_range or (-1.0, 1.0)
+        self.target = make_target(target, self.theta)
+        lo, hi = value_range or (-1.0, 1.0)
         self.lo, self.hi = float(lo), float(hi)
-        m, c = hp.n_candidates, net.out_dim
-        self.labels = torch.arange(m) % (2 if c == 1 else c)
-        self.x = (torch.randn(m, net.input_dim, generator=generator) * hp.init_std).requires_grad_()
+        c = net.out_dim
+        if fixed_x is not None:
+            self.x = fixed_x.detach().flatten(1).clone()
+            m = self.x.shape[0]
+            self.labels = fixed_labels if fixed_labels is not None else torch.arange(m) % 2
+        else:
+            m = hp.n_candidates
+            self.labels = torch.arange(m) % (2 if c == 1 else c)
+            self.x = torch.randn(m, net.input_dim, generator=generator) * hp.init_std
+            self.x.requires_grad_()
+        self.free = [] if fixed_x is not None else [self.x]
         n_mult = 1 if c == 1 else c
         self.mask = torch.ones(m, n_mult)
         if c > 1:
@@ -189,21 +228,24 @@ class _KKTProblem:
         return abs(num) / den if den > 0 and num != 0 else 1.0
 
     def losses(self) -> tuple[torch.Tensor, torch.Tensor]:
-        g = self.combination()
-        kkt = sum(((p - q) ** 2).sum() for p, q in zip(self.theta, g)) / self.theta_sq
+        kkt = self.target.residual(self.combination())
         bounds = (torch.relu(self.x - self.hi) ** 2 + torch.relu(self.lo - self.x) ** 2).sum()
         lam_pen = (torch.relu(self.hp.lambda_min - self.lam) ** 2 * self.mask).sum()
         total = kkt + self.hp.bound_weight * bounds + self.hp.lambda_weight * lam_pen
-        return total, torch.as_tensor(kkt)
+        return total, kkt
 
     def optimise(self, progress: Progress | None) -> list[dict[str, float]]:
         hp = self.hp
-        groups = [{"params": [self.x], "lr": hp.lr_x}, {"params": [self.lam], "lr": hp.lr_lambda}]
+        groups = [
+            {"params": self.free, "lr": hp.lr_x},
+            {"params": [self.lam, *self.target.parameters()], "lr": hp.lr_lambda},
+        ]
         opt: torch.optim.Optimizer
         if hp.optimizer == "sgd":
             opt = torch.optim.SGD(groups, momentum=hp.momentum)
         else:
             opt = torch.optim.Adam(groups)
+        variables = [*self.free, self.lam, *self.target.parameters()]
         trace: list[dict[str, float]] = []
         for step in range(hp.steps + 1):
             total, kkt = self.losses()
@@ -213,6 +255,6 @@ class _KKTProblem:
             if step == hp.steps:
                 break
             opt.zero_grad(set_to_none=True)
-            total.backward(inputs=[self.x, self.lam])
+            total.backward(inputs=variables)
             opt.step()
         return trace

@@ -1,0 +1,454 @@
+"""Reconstruction from the initial and the final weights: parameter-change matching.
+
+Gradient descent from theta_0 moves the parameters by a combination of per-sample gradients,
+so the attack looks for n inputs whose gradients span the observed change (Tansley et al.
+2026, the unified objective; Loo et al. 2024 for the NTK view):
+
+    min_{X_hat, alpha} ||dtheta - sum_i alpha_i grad_theta f(theta_bar; x_hat_i)||^2 / ||dtheta||^2,
+
+with dtheta = theta_T - theta_0. Eliminating alpha in closed form leaves the *projection
+loss* (||dtheta||^2 - v^T K^{-1} v) / ||dtheta||^2, with K the Gram matrix of the candidate
+gradients and v their inner products with dtheta (Iurada et al. 2026). For a two-layer network
+both are computed from n x n blocks, never from the p-dimensional gradients themselves.
+
+The *subspace-aware* attack uses one more exact fact: for a first layer trained by (S)GD on any
+loss, dL/dW_1 = sum_i delta_i x_i^T, so every row of W_1T - W_1_0 lies in span{x_i}. It takes
+the top right singular vectors V_s of that change and searches x_hat = V_s z inside them with
+the last-layer projection loss; the unknowns fall from n d to n s (and the width a provable
+recovery needs from about d n to s n, see :mod:`trainleak.theory.random_features`).
+
+References:
+    Tansley, Makhlouf, Massart et al., "Efficient Techniques for Data Reconstruction, with
+    Finite-Width Recovery Guarantees", arXiv 2605.06519, 2026.
+    Iurada, Bombari, Tommasi and Mondelli, "A Law of Data Reconstruction for Random Features
+    (and Beyond)", ICLR 2026, arXiv 2509.22214 (the projection loss).
+    Loo, Hasani, Lechner, Amini and Rus, "Understanding Reconstruction Attacks with the Neural
+    Tangent Kernel and Dataset Distillation", ICLR 2024.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import torch
+
+from trainleak.attacks.base import (
+    Attack,
+    ConformanceCase,
+    Reconstruction,
+    check_hparam,
+    register_attack,
+)
+from trainleak.errors import ConfigError
+from trainleak.models.random_features import activation_fn, activation_grad
+from trainleak.progress import Progress, report_every
+from trainleak.releases.base import Knowledge
+from trainleak.releases.checkpoint import Checkpoint
+from trainleak.theory.random_features import projection_loss
+
+Constraint = Literal["sphere", "none"]
+SUPPORTED = ("mlp", "homogeneous_mlp", "random_features")
+
+
+@dataclass(frozen=True)
+class TwoLayerChange:
+    """A released two-layer network sigma(x W1^T + b1) W2^T + b2 at theta_0 and theta_T (float64).
+
+    Tensors are ``(initial, final)`` pairs; absent biases are ``None``.
+    """
+
+    w1: tuple[torch.Tensor, torch.Tensor]
+    b1: tuple[torch.Tensor, torch.Tensor] | None
+    w2: tuple[torch.Tensor, torch.Tensor]
+    b2: tuple[torch.Tensor, torch.Tensor] | None
+    activation: str
+
+    @property
+    def input_dim(self) -> int:
+        return int(self.w1[1].shape[1])
+
+    @classmethod
+    def from_checkpoint(cls, ckpt: Checkpoint) -> TwoLayerChange:
+        """Read a one-hidden-layer ``mlp``/``homogeneous_mlp`` (ReLU) or ``random_features``.
+
+        Raises:
+            ConfigError: another architecture, more than one hidden layer, or no initial
+                weights in the release.
+        """
+        kind = ckpt.architecture.kind
+        names = ("first", "last") if kind == "random_features" else ("layers.0", "layers.1")
+        if (
+            kind not in SUPPORTED
+            or f"{names[1]}.weight" not in ckpt.final
+            or any(k.startswith("layers.2.") for k in ckpt.final)
+        ):
+            raise ConfigError(
+                "parameter-change matching supports two-layer networks (one hidden layer): "
+                f"architecture kinds {list(SUPPORTED)} with ReLU (or the random-feature "
+                f"activations); the checkpoint is {kind!r} with tensors {sorted(ckpt.final)}"
+            )
+        if ckpt.initial is None:
+            raise ConfigError(
+                "parameter-change matching needs the initial weights: the checkpoint has "
+                "initial=None (release theta_0, or the seed it was drawn from)"
+            )
+        init, final = ckpt.initial, ckpt.final
+
+        def pair(key: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+            if key not in final:
+                return None
+            return init[key].detach().double(), final[key].detach().double()
+
+        w1, w2 = pair(f"{names[0]}.weight"), pair(f"{names[1]}.weight")
+        assert w1 is not None and w2 is not None
+        act = str(ckpt.architecture.kwargs.get("activation", "relu"))
+        return cls(w1, pair(f"{names[0]}.bias"), w2, pair(f"{names[1]}.bias"), act)
+
+    def first_layer_delta(self) -> torch.Tensor:
+        """W1_T - W1_0, shape ``(m, d)``: its rows lie in the span of the training inputs."""
+        return self.w1[1] - self.w1[0]
+
+    def gram_and_inner(
+        self, x: torch.Tensor, *, params: str, at: str
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """K, V and ||dtheta||^2 of :func:`projection_loss` for candidates ``x`` ``(n, d)``.
+
+        ``params="last"``: features h = sigma(W1 x + b1) (+1 for b2), shared by the C output
+        rows. ``params="all"``: one gradient per (candidate, output); with G_ic = W2[c] *
+        sigma'(z_i), K = (X X^T + 1) o (G G^T) + (H H^T + 1) kron I_C, never forming the
+        p-dimensional gradients.
+        """
+        j = 0 if at == "init" else 1
+        z = x @ self.w1[j].T + (self.b1[j] if self.b1 is not None else 0.0)
+        h = activation_fn(self.activation, z)
+        dw2 = self.w2[1] - self.w2[0]
+        one2 = 1.0 if self.b2 is not None else 0.0
+        db2 = self.b2[1] - self.b2[0] if self.b2 is not None else torch.zeros(dw2.shape[0])
+        v_last = h @ dw2.T + db2.double()
+        delta_sq = (dw2**2).sum() + (db2.double() ** 2).sum()
+        if params == "last":
+            return h @ h.T + one2, v_last, delta_sq
+        n, c = x.shape[0], dw2.shape[0]
+        g = activation_grad(self.activation, z).unsqueeze(1) * self.w2[j].unsqueeze(0)
+        dw1 = self.first_layer_delta()
+        one1 = 1.0 if self.b1 is not None else 0.0
+        u = x @ dw1.T + (self.b1[1] - self.b1[0] if self.b1 is not None else 0.0)
+        inner = ((g * u.unsqueeze(1)).sum(-1) + v_last).reshape(n * c, 1)
+        gf = g.reshape(n * c, -1)
+        ones, eye = torch.ones(c, c, dtype=x.dtype), torch.eye(c, dtype=x.dtype)
+        gram = torch.kron(x @ x.T + one1, ones) * (gf @ gf.T) + torch.kron(h @ h.T + one2, eye)
+        delta_sq = delta_sq + (dw1**2).sum()
+        if self.b1 is not None:
+            delta_sq = delta_sq + ((self.b1[1] - self.b1[0]) ** 2).sum()
+        return gram, inner, delta_sq
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Search(Attack[Checkpoint]):
+    """Shared hyper-parameters and the projected-gradient loop of both attacks.
+
+    Args:
+        steps: Adam steps per restart.
+        lr: Adam's learning rate on the search variables.
+        restarts: independent random starts; the one with the lowest final loss is kept
+            (chosen without ground truth).
+        constraint: ``sphere`` re-projects every candidate to norm ``radius`` after each step
+            (the random-feature theorem's setting); ``none`` leaves them free.
+        radius: the sphere's radius; ``None`` means sqrt(d).
+        init_std: standard deviation per input coordinate of the random starts.
+        ridge: relative ridge added to the Gram matrix before solving.
+        log_every: steps between trace records.
+    """
+
+    release_type: ClassVar[type[Checkpoint]] = Checkpoint
+    requires: ClassVar[frozenset[str]] = frozenset({"input_shape", "n_records"})
+
+    steps: int = 2000
+    lr: float = 0.01
+    restarts: int = 3
+    constraint: Constraint = "none"
+    radius: float | None = None
+    init_std: float = 1.0
+    ridge: float = 1e-9
+    log_every: int = 100
+
+    def validate(self) -> None:
+        check_hparam("steps", self.steps >= 0, "an integer >= 0", self.steps)
+        check_hparam("restarts", self.restarts >= 1, "an integer >= 1", self.restarts)
+        for name in ("lr", "init_std", "log_every"):
+            value = getattr(self, name)
+            check_hparam(name, value > 0, "a positive number", value)
+        check_hparam("ridge", self.ridge >= 0, "a non-negative number", self.ridge)
+        check_hparam(
+            "constraint",
+            self.constraint in ("sphere", "none"),
+            "'sphere' or 'none'",
+            self.constraint,
+        )
+        if self.radius is not None:
+            check_hparam("radius", self.radius > 0, "None or a positive number", self.radius)
+
+    def _search(
+        self,
+        n: int,
+        basis: torch.Tensor,
+        loss_fn: _LossFn,
+        generator: torch.Generator,
+        progress: Progress | None,
+    ) -> tuple[torch.Tensor, list[dict[str, float]], list[float]]:
+        """Minimise ``loss_fn(z @ basis.T)`` over z (n x s) with Adam, best of the restarts."""
+        d, s = basis.shape
+        radius = self.radius if self.radius is not None else float(d) ** 0.5
+        best: tuple[float, torch.Tensor, list[dict[str, float]]] | None = None
+        finals: list[float] = []
+        for r in range(self.restarts):
+            z0 = torch.randn(n, s, generator=generator, dtype=torch.float64)
+            z = (z0 * self.init_std * (d / s) ** 0.5).requires_grad_()
+            if self.constraint == "sphere":
+                with torch.no_grad():
+                    z.mul_(radius / z.norm(dim=1, keepdim=True).clamp_min(1e-12))
+            opt = torch.optim.Adam([z], lr=self.lr)
+            trace: list[dict[str, float]] = []
+            for step in range(self.steps + 1):
+                loss = loss_fn(z @ basis.T)
+                if step % self.log_every == 0 or step == self.steps:
+                    trace.append({"step": float(step), "loss": float(loss.detach())})
+                    report_every(progress, f"{self.name} restart {r}", step, self.steps, 1)
+                if step == self.steps:
+                    break
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                if self.constraint == "sphere":
+                    with torch.no_grad():
+                        z.mul_(radius / z.norm(dim=1, keepdim=True).clamp_min(1e-12))
+            finals.append(trace[-1]["loss"])
+            if best is None or finals[-1] < best[0]:
+                best = (finals[-1], (z @ basis.T).detach(), trace)
+        assert best is not None
+        return best[1], best[2], finals
+
+
+class _LossFn:
+    """A callable candidates -> projection loss, with a readable repr."""
+
+    def __init__(self, net: TwoLayerChange, params: str, at: str, ridge: float) -> None:
+        self.net, self.params, self.at, self.ridge = net, params, at, ridge
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        gram, v, delta_sq = self.net.gram_and_inner(x, params=self.params, at=self.at)
+        return projection_loss(gram, v, delta_sq, ridge=self.ridge)
+
+    def __repr__(self) -> str:
+        return f"ProjectionLoss(params={self.params!r}, linearize_at={self.at!r})"
+
+
+def _input_dim(knowledge: Knowledge, net: TwoLayerChange) -> int:
+    shape = tuple(knowledge.input_shape or ())
+    d = 1
+    for s in shape:
+        d *= int(s)
+    if d != net.input_dim:
+        raise ConfigError.invalid(
+            "Knowledge.input_shape",
+            f"a shape with {net.input_dim} values (the first layer's input size)",
+            shape,
+        )
+    return d
+
+
+@register_attack
+@dataclass(frozen=True, kw_only=True)
+class ParameterChangeMatching(_Search):
+    """Full-space parameter-change matching (the unified objective of Tansley et al. 2026).
+
+    Args:
+        params: ``last`` matches the change of the last layer only, with features
+            sigma(W_1 x + b_1) (the random-feature form); ``all`` matches the change of every
+            parameter with the network's Jacobian.
+        linearize_at: take the gradients at ``init`` (theta_0: the NTK / Loo et al. form) or
+            ``final`` (theta_T).
+        **kwargs: the search settings of ``_Search`` (steps, lr, restarts, constraint, ...).
+
+    Example:
+        >>> ParameterChangeMatching(params="all", steps=10).params
+        'all'
+    """
+
+    name: ClassVar[str] = "init-final"
+    summary: ClassVar[str] = (
+        "Parameter-change matching: inputs whose gradients span theta_T - theta_0, by the "
+        "projection loss (Tansley et al. 2026; Iurada et al. 2026)"
+    )
+
+    params: Literal["last", "all"] = "last"
+    linearize_at: Literal["init", "final"] = "final"
+
+    def validate(self) -> None:
+        super().validate()
+        check_hparam("params", self.params in ("last", "all"), "'last' or 'all'", self.params)
+        check_hparam(
+            "linearize_at",
+            self.linearize_at in ("init", "final"),
+            "'init' or 'final'",
+            self.linearize_at,
+        )
+
+    def run(
+        self,
+        release: Checkpoint,
+        knowledge: Knowledge,
+        generator: torch.Generator,
+        progress: Progress | None,
+    ) -> Reconstruction:
+        net = TwoLayerChange.from_checkpoint(release)
+        d, n = _input_dim(knowledge, net), int(knowledge.n_records or 0)
+        loss_fn = _LossFn(net, self.params, self.linearize_at, self.ridge)
+        basis = torch.eye(d, dtype=torch.float64)
+        x, trace, finals = self._search(n, basis, loss_fn, generator, progress)
+        return Reconstruction(
+            inputs=x.float().reshape(n, *tuple(knowledge.input_shape or ())),
+            diagnostics={
+                "loss_final": min(finals),
+                "restart_losses": finals,
+                "unknowns": n * d,
+                "objective": repr(loss_fn),
+            },
+            trace=trace,
+        )
+
+    @classmethod
+    def conformance_case(cls) -> ConformanceCase:
+        return _conformance(
+            {"steps": 20, "restarts": 1, "log_every": 10},
+            [{"params": "first"}, {"steps": -1}, {"restarts": 0}, {"lr": 0.0}],
+        )
+
+
+@register_attack
+@dataclass(frozen=True, kw_only=True)
+class SubspaceParameterMatching(_Search):
+    """Subspace-aware reconstruction: search inside the span of the first-layer change.
+
+    Steps: SVD of W_1T - W_1_0 (or of ``Knowledge.prior`` samples when the first layer is not
+    trained, e.g. random features); keep the top s right singular vectors capturing
+    ``energy`` of the squared singular values (s <= ``max_dim``, default n); minimise the
+    last-layer projection loss over x_hat = V_s z. The energy rule and the use of the final
+    first layer for the features are [inferred] from the brief.
+
+    Args:
+        energy: share of the squared singular values the subspace keeps, in (0, 1].
+        max_dim: cap on s (``None``: the number of records n, since rank dW_1 <= n).
+        source: ``first_layer_delta`` or ``prior`` (the span of public samples).
+        linearize_at: first-layer weights used for the features (``final`` or ``init``).
+        **kwargs: the search settings of ``_Search``.
+
+    Example:
+        >>> SubspaceParameterMatching(energy=0.95).energy
+        0.95
+    """
+
+    name: ClassVar[str] = "init-final-subspace"
+    summary: ClassVar[str] = (
+        "Subspace-aware parameter-change matching: data subspace from the first-layer weight "
+        "change, last-layer projection loss inside it (Tansley et al. 2026)"
+    )
+
+    energy: float = 0.99
+    max_dim: int | None = None
+    source: Literal["first_layer_delta", "prior"] = "first_layer_delta"
+    linearize_at: Literal["init", "final"] = "final"
+
+    def validate(self) -> None:
+        super().validate()
+        check_hparam("energy", 0 < self.energy <= 1, "a number in (0, 1]", self.energy)
+        if self.max_dim is not None:
+            check_hparam("max_dim", self.max_dim >= 1, "None or an integer >= 1", self.max_dim)
+        check_hparam(
+            "source",
+            self.source in ("first_layer_delta", "prior"),
+            "'first_layer_delta' or 'prior'",
+            self.source,
+        )
+        check_hparam(
+            "linearize_at",
+            self.linearize_at in ("init", "final"),
+            "'init' or 'final'",
+            self.linearize_at,
+        )
+
+    def subspace(self, net: TwoLayerChange, knowledge: Knowledge) -> tuple[torch.Tensor, float]:
+        """The orthonormal basis V_s ``(d, s)`` and the energy share it captures."""
+        if self.source == "prior":
+            if knowledge.prior is None:
+                raise ConfigError.invalid(
+                    "source", "'first_layer_delta' unless Knowledge.prior is set", self.source
+                )
+            mat = knowledge.prior.reshape(len(knowledge.prior), -1).double()
+        else:
+            mat = net.first_layer_delta()
+        _, sv, vh = torch.linalg.svd(mat, full_matrices=False)
+        share = torch.cumsum(sv**2, 0) / (sv**2).sum().clamp_min(1e-300)
+        cap = self.max_dim if self.max_dim is not None else int(knowledge.n_records or 1)
+        s = min(int((share < self.energy - 1e-12).sum()) + 1, cap, len(sv))
+        if float(sv[0]) == 0.0:
+            raise ConfigError(
+                f"the {self.source} matrix is zero, so it spans no subspace; a first layer "
+                "that training did not change (random features) needs source='prior'"
+            )
+        return vh[:s].T.contiguous(), float(share[s - 1])
+
+    def run(
+        self,
+        release: Checkpoint,
+        knowledge: Knowledge,
+        generator: torch.Generator,
+        progress: Progress | None,
+    ) -> Reconstruction:
+        net = TwoLayerChange.from_checkpoint(release)
+        _input_dim(knowledge, net)
+        n = int(knowledge.n_records or 0)
+        basis, captured = self.subspace(net, knowledge)
+        loss_fn = _LossFn(net, "last", self.linearize_at, self.ridge)
+        x, trace, finals = self._search(n, basis, loss_fn, generator, progress)
+        return Reconstruction(
+            inputs=x.float().reshape(n, *tuple(knowledge.input_shape or ())),
+            diagnostics={
+                "loss_final": min(finals),
+                "restart_losses": finals,
+                "subspace_dim": int(basis.shape[1]),
+                "energy_captured": captured,
+                "unknowns": n * int(basis.shape[1]),
+                "objective": repr(loss_fn),
+            },
+            trace=trace,
+        )
+
+    @classmethod
+    def conformance_case(cls) -> ConformanceCase:
+        return _conformance(
+            {"steps": 20, "restarts": 1, "log_every": 10},
+            [{"energy": 0.0}, {"max_dim": 0}, {"source": "data"}, {"constraint": "ball"}],
+        )
+
+
+def tiny_two_layer_checkpoint(seed: int = 0) -> tuple[Checkpoint, Knowledge]:
+    """A 16-24-2 ReLU MLP trained by GD on 4 random points (a conformance fixture)."""
+    from trainleak.models.registry import model_spec
+    from trainleak.training.config import TrainConfig
+    from trainleak.training.loop import train_checkpoint
+
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.rand(4, 1, 4, 4, generator=gen) * 2 - 1
+    spec = model_spec("mlp", input_shape=(1, 4, 4), hidden=[24], out_dim=2)
+    cfg = TrainConfig(lr=0.2, steps=100, loss="cross_entropy", log_every=50)
+    ckpt, _ = train_checkpoint(spec, x, torch.arange(4) % 2, cfg, init_seed=seed)
+    return ckpt, Knowledge(input_shape=(1, 4, 4), value_range=(-1.0, 1.0), n_records=4)
+
+
+def _conformance(fast: dict[str, object], bad: list[dict[str, object]]) -> ConformanceCase:
+    ckpt, knowledge = tiny_two_layer_checkpoint()
+    return ConformanceCase(
+        release=ckpt, knowledge=knowledge, fast_params=dict(fast), bad_params=bad
+    )

@@ -1,0 +1,192 @@
+"""Prototype read-out: reconstruct the training set of a Gaussian-activation MLP from its weights.
+
+In f(x) = sum_j v_j exp(-(w_j x + b_j)^2) + c each hidden unit peaks at p_j = -b_j / w_j. When
+the width equals the data-set size and training makes units specialise, the set {p_j} is a
+reconstruction of the training inputs (Alba and Lopez-Rubio 2026). The attack is a closed-form
+read-out; what the study varies is the *training objective* that makes it more or less
+accurate (see :mod:`trainleak.training.prototype_losses` and the ``gaussian-prototypes``
+experiment).
+
+The module also holds the study's evaluation functions (they use the ground truth, so the
+attack never calls them): the Hungarian-matched error, the specialisation ratio and the
+fraction of prototypes expelled outside the data's convex hull.
+
+References:
+    Alba and Lopez-Rubio, "From Latent Space to Training Data: Explainable Specialization in
+    Minimal MLPs", arXiv 2605.25939, 2026.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+from scipy.optimize import linear_sum_assignment
+
+from trainleak.attacks.base import (
+    Attack,
+    ConformanceCase,
+    Reconstruction,
+    check_hparam,
+    register_attack,
+)
+from trainleak.errors import ConfigError, ShapeError
+from trainleak.progress import Progress
+from trainleak.releases.base import Knowledge
+from trainleak.releases.checkpoint import Checkpoint
+
+SUPPORTED = ("gaussian_mlp",)
+
+
+@register_attack
+@dataclass(frozen=True, kw_only=True)
+class PrototypeReconstruction(Attack[Checkpoint]):
+    """Read the prototypes p_j = -b_j / w_j of a released Gaussian-activation MLP.
+
+    Each candidate's score is |v_j|, the magnitude of the unit's output weight (a unit the fit
+    does not use carries little evidence of a training point) [inferred].
+
+    Args:
+        max_candidates: keep at most this many prototypes, highest score first (``None``:
+            all; with ``Knowledge.n_records`` known, an attacker would set it to that).
+        min_abs_slope: drop units with |w_j| below this; their response is nearly flat and
+            their peak position is ill-defined.
+        clip_to_range: clip prototypes into ``Knowledge.value_range`` (needs it set).
+
+    Example:
+        >>> attack = PrototypeReconstruction(max_candidates=5)
+        >>> attack.max_candidates
+        5
+    """
+
+    name: ClassVar[str] = "prototypes"
+    summary: ClassVar[str] = (
+        "Closed-form read-out of the hidden-unit prototypes -b/w of a one-hidden-layer "
+        "Gaussian-activation MLP (Alba and Lopez-Rubio 2026)"
+    )
+    release_type: ClassVar[type[Checkpoint]] = Checkpoint
+    requires: ClassVar[frozenset[str]] = frozenset({"input_shape"})
+
+    max_candidates: int | None = None
+    min_abs_slope: float = 1e-6
+    clip_to_range: bool = False
+
+    def validate(self) -> None:
+        if self.max_candidates is not None:
+            check_hparam(
+                "max_candidates",
+                isinstance(self.max_candidates, int) and self.max_candidates >= 1,
+                "None or an integer >= 1",
+                self.max_candidates,
+            )
+        check_hparam(
+            "min_abs_slope", self.min_abs_slope >= 0, "a non-negative number", self.min_abs_slope
+        )
+
+    def run(
+        self,
+        release: Checkpoint,
+        knowledge: Knowledge,
+        generator: torch.Generator,
+        progress: Progress | None,
+    ) -> Reconstruction:
+        w, b, v = _read_units(release)
+        if tuple(knowledge.input_shape or ()) != (1,):
+            raise ShapeError(
+                f"the Gaussian MLP takes scalar inputs: Knowledge.input_shape must be (1,), "
+                f"received {knowledge.input_shape}"
+            )
+        keep = w.abs() >= self.min_abs_slope
+        protos, scores = (-b / w)[keep], v.abs()[keep]
+        order = torch.argsort(scores, descending=True, stable=True)
+        if self.max_candidates is not None:
+            order = order[: self.max_candidates]
+        protos, scores = protos[order], scores[order]
+        if self.clip_to_range:
+            if knowledge.value_range is None:
+                raise ConfigError.invalid(
+                    "clip_to_range", "False unless Knowledge.value_range is set", True
+                )
+            protos = protos.clamp(*knowledge.value_range)
+        return Reconstruction(
+            inputs=protos.reshape(-1, 1),
+            scores=scores,
+            diagnostics={"n_units": int(w.numel()), "n_dropped_flat": int((~keep).sum())},
+        )
+
+    @classmethod
+    def conformance_case(cls) -> ConformanceCase:
+        from trainleak.models.registry import build_model, model_spec
+
+        spec = model_spec("gaussian_mlp", n_hidden=6)
+        state = {k: v.detach() for k, v in build_model(spec, seed=0).state_dict().items()}
+        ckpt = Checkpoint(architecture=spec, final=state, initial=state)
+        return ConformanceCase(
+            release=ckpt,
+            knowledge=Knowledge(input_shape=(1,), value_range=(0.0, 1.0)),
+            fast_params={"max_candidates": 4},
+            bad_params=[{"max_candidates": 0}, {"min_abs_slope": -1.0}],
+        )
+
+
+def _read_units(release: Checkpoint) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Slopes, offsets and output weights of a single-replica Gaussian MLP checkpoint."""
+    kind = release.architecture.kind
+    if kind not in SUPPORTED:
+        raise ConfigError(
+            f"prototype reconstruction supports one-hidden-layer Gaussian-activation MLPs "
+            f"(architecture kinds {list(SUPPORTED)}); the checkpoint is {kind!r}"
+        )
+    state = release.final
+    missing = [k for k in ("w", "b", "v") if k not in state]
+    if missing:
+        raise ConfigError(f"the gaussian_mlp checkpoint lacks the tensors {missing}")
+    w, b, v = (state[k].detach().double() for k in ("w", "b", "v"))
+    if w.ndim != 2 or w.shape[0] != 1:
+        raise ShapeError(
+            f"expected a single network (n_models=1), the checkpoint holds weights of shape "
+            f"{tuple(w.shape)}; release one replica (GaussianMLP.replica_state)"
+        )
+    return w[0], b[0], v[0]
+
+
+def matched_error(x: torch.Tensor, protos: torch.Tensor) -> tuple[float, torch.Tensor]:
+    """Mean |x_i - p_pi(i)| under the Hungarian assignment of samples to prototypes.
+
+    Args:
+        x: ``(n,)`` training inputs.
+        protos: ``(m,)`` prototypes, ``m >= n``.
+
+    Returns:
+        The mean matched absolute error and ``pi`` (``(n,)`` prototype indices).
+
+    Raises:
+        ShapeError: when there are fewer prototypes than samples.
+    """
+    xs, ps = x.reshape(-1).double(), protos.reshape(-1).double()
+    if len(ps) < len(xs):
+        raise ShapeError(f"need at least {len(xs)} prototypes, received {len(ps)}")
+    cost = (xs.unsqueeze(1) - ps.unsqueeze(0)).abs().numpy()
+    rows, cols = linear_sum_assignment(cost)
+    perm = np.empty(len(xs), dtype=np.int64)
+    perm[rows] = cols
+    return float(cost[rows, cols].mean()), torch.from_numpy(perm)
+
+
+def specialization_ratio(x: torch.Tensor, protos: torch.Tensor) -> float:
+    """Share of prototypes that are the nearest prototype of at least one sample.
+
+    SR = |{argmin_j |x_i - p_j| : i}| / m, with m the number of prototypes.
+    """
+    xs, ps = x.reshape(-1).double(), protos.reshape(-1).double()
+    nearest = (xs.unsqueeze(1) - ps.unsqueeze(0)).abs().argmin(1)
+    return float(nearest.unique().numel() / ps.numel())
+
+
+def hull_escape_fraction(x: torch.Tensor, protos: torch.Tensor) -> float:
+    """Share of prototypes outside the data's convex hull [min x, max x]."""
+    xs, ps = x.reshape(-1).double(), protos.reshape(-1).double()
+    outside = (ps < xs.min()) | (ps > xs.max())
+    return float(outside.double().mean())
