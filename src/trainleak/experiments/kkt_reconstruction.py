@@ -49,7 +49,9 @@ class KKTConfig(ExperimentConfig):
     init_scale: float = Field(0.03, gt=0)
     first_bias: bool = False
     train_optimizer: Literal["gd", "sgd", "adam", "muon", "signum"] = "gd"
-    train_lr: float = Field(0.5, gt=0)
+    train_lr: float | None = Field(
+        None, gt=0, description="None: 0.5 * min(1, 64 / input dimension) for GD/SGD, 1e-3 else"
+    )
     train_steps: int = Field(20_000, ge=1)
     train_eps: float = Field(1e-8, gt=0, description="Adam's epsilon")
     candidates_per_image: float = Field(2.0, gt=0)
@@ -92,13 +94,20 @@ def _train(
     )
     tc = TrainConfig(
         optimizer=cfg.train_optimizer,
-        lr=cfg.train_lr,
+        lr=cfg.train_lr or default_lr(cfg.train_optimizer, x[0].numel()),
         steps=cfg.train_steps,
         eps=cfg.train_eps,
         log_every=max(1, cfg.train_steps // 50),
         seed=cfg.seed,
     )
     return train_checkpoint(spec, x, y, tc, init_seed=cfg.seed, progress=progress)
+
+
+def default_lr(optimizer: str, dim: int) -> float:
+    """A learning rate that trains without killing the ReLUs: GD steps scale with ||x||^2."""
+    if optimizer in ("gd", "sgd"):
+        return 0.5 * min(1.0, 64.0 / dim)
+    return 0.02 if optimizer == "muon" else 1e-3
 
 
 def _attack(cfg: KKTConfig, n: int) -> KKTReconstruction:
@@ -212,6 +221,14 @@ def _result(
 
 def _claims(res: Result, raw: list[dict[str, Any]], centred: list[dict[str, Any]]) -> None:
     att, best = raw[0], _row(raw, raw[0]["best_baseline"])
+    margin = res.metrics["train_min_margin"]
+    res.claim(
+        "Precondition: training reached the margin regime (every training point classified "
+        "correctly with margin >= 1)",
+        margin >= 1.0,
+        min_margin=margin,
+        final_loss=res.metrics["train_final_loss"],
+    )
     for t in (0.4, 0.6):
         key = f"ssim>={t:g}"
         res.claim(

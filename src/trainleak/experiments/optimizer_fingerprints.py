@@ -26,6 +26,7 @@ from trainleak.attacks.checkpoint.profile import kkt_residual, linf_saturation, 
 from trainleak.attacks.checkpoint.targets import target_for_optimizer
 from trainleak.data import balanced_binary, load_dataset, to_symmetric
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
+from trainleak.experiments.kkt_reconstruction import default_lr
 from trainleak.metrics import evaluate_reconstruction, random_candidates
 from trainleak.models import model_spec
 from trainleak.progress import Progress
@@ -33,7 +34,7 @@ from trainleak.releases import Knowledge
 from trainleak.training import TrainConfig, train_checkpoint
 
 OPTIMIZERS: dict[str, dict[str, Any]] = {
-    "gd": {"optimizer": "gd", "lr": 0.5},
+    "gd": {"optimizer": "gd", "lr": 0.5},  # scaled by 64 / input dimension at run time
     "muon": {"optimizer": "muon", "lr": 0.02, "lr_schedule": "inv_sqrt"},
     "adam-eps1e-16": {"optimizer": "adam", "lr": 1e-3, "eps": 1e-16, "lr_schedule": "inv_sqrt"},
     "adam-eps1e-8": {"optimizer": "adam", "lr": 1e-3, "eps": 1e-8, "lr_schedule": "inv_sqrt"},
@@ -84,7 +85,10 @@ def _one_run(cfg: FingerprintConfig, dataset: str, opt: str, seed: int) -> dict[
         init_scale=cfg.init_scale,
     )
     steps = cfg.train_steps.get(opt, 2000)
-    tc = TrainConfig(steps=steps, log_every=max(1, steps // 100), seed=seed, **OPTIMIZERS[opt])
+    params = dict(OPTIMIZERS[opt])
+    if params["optimizer"] == "gd":
+        params["lr"] = default_lr("gd", x[0].numel())
+    tc = TrainConfig(steps=steps, log_every=max(1, steps // 100), seed=seed, **params)
     ckpt, hist = train_checkpoint(spec, x, y, tc, init_seed=seed)
     knowledge = Knowledge(input_shape=tuple(x.shape[1:]), value_range=(-1.0, 1.0))
     own = target_for_optimizer(OPTIMIZERS[opt]["optimizer"])

@@ -9,14 +9,22 @@ from trainleak.releases.checkpoint import (
     TrainingSpec,
     load_state_dict,
 )
+from trainleak.releases.collaboration import Disclosure, SharedRepresentations, Upload
+from trainleak.releases.unlearning import BroadcastLog, DeletionTranscript, SummaryMessage
 
 __all__ = [
+    "BroadcastLog",
     "Checkpoint",
+    "DeletionTranscript",
+    "Disclosure",
     "Knowledge",
     "ModelSpec",
     "OptimizerSpec",
     "Release",
+    "SharedRepresentations",
     "StateDict",
+    "SummaryMessage",
     "TrainingSpec",
+    "Upload",
     "load_state_dict",
 ]

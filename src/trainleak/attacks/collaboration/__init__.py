@@ -1,0 +1,1 @@
+"""Attacks on Data Collaboration uploads by a colluding analyst."""

@@ -1,0 +1,1 @@
+"""Attacks on unlearning releases: broadcast logs and re-release transcripts."""

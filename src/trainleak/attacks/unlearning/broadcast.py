@@ -1,0 +1,123 @@
+"""Recover deleted records from an exact-unlearning server's broadcasts (seed system 6).
+
+A malicious client probes the server with known changes, identifies the hidden statistics
+``(A, B)`` from the broadcast heads (the rank condition ``rank(D) = d``), and inverts every
+isolated deletion by another client from the rank-one footprint
+``A_t W_{t+1} - B_t = phi (phi^T W_{t+1} - y^T)``: features up to float precision, and the
+label. See :mod:`trainleak.unlearning.identify` for the algebra.
+
+References:
+    Seed system 6 (trainleak's seed briefs, section 6); server of Quan, Wu, Montana, arXiv
+    2603.12977; model-difference inversion after unlearning as in FUIA, arXiv 2502.14558.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from trainleak.attacks.base import (
+    Attack,
+    ConformanceCase,
+    Reconstruction,
+    check_hparam,
+    register_attack,
+)
+from trainleak.errors import ShapeError
+from trainleak.progress import Progress, report_every
+from trainleak.releases.base import Knowledge
+from trainleak.releases.unlearning import BroadcastLog
+from trainleak.unlearning.identify import recover_deletion
+from trainleak.unlearning.probes import identify_before
+
+
+@register_attack
+@dataclass(frozen=True, kw_only=True)
+class BroadcastDeletionAttack(Attack[BroadcastLog]):
+    """Invert every foreign deletion in a broadcast log from the client's own probes.
+
+    Args:
+        prior_lam: prior ``A ~ prior_lam I`` in directions the probes do not reach (the
+            server's public ridge regulariser; 0 means no prior).
+        certify_tol: certify a candidate when the state was identified (full rank) and the
+            footprint's ``sigma_2 / sigma_1`` is below this.
+
+    Example:
+        >>> from trainleak.attacks.unlearning._fixtures import tiny_broadcast_log
+        >>> log, truth = tiny_broadcast_log()
+        >>> rec = BroadcastDeletionAttack()(log)
+        >>> rec.labels.tolist() == [label for _, label in truth]
+        True
+    """
+
+    name: ClassVar[str] = "unlearning-broadcast"
+    summary: ClassVar[str] = (
+        "identify an exact-unlearning ridge server's statistics from own probes and invert "
+        "each isolated deletion (features and label)"
+    )
+    release_type: ClassVar[type[BroadcastLog]] = BroadcastLog
+    requires: ClassVar[frozenset[str]] = frozenset()
+
+    prior_lam: float = 0.0
+    certify_tol: float = 1e-6
+
+    def validate(self) -> None:
+        check_hparam("prior_lam", self.prior_lam >= 0, "a non-negative number", self.prior_lam)
+        check_hparam(
+            "certify_tol", 0 < self.certify_tol < 1, "a number in (0, 1)", self.certify_tol
+        )
+
+    def run(
+        self,
+        release: BroadcastLog,
+        knowledge: Knowledge,
+        generator: torch.Generator,
+        progress: Progress | None,
+    ) -> Reconstruction:
+        targets = release.deletions()
+        if not targets:
+            raise ShapeError("the broadcast log holds no foreign deletion to invert")
+        phis, labels, ranks, ratios, residuals = [], [], [], [], []
+        heads = release.heads.numpy()
+        for n, t in enumerate(targets):
+            state = identify_before(release, t, prior_lam=self.prior_lam)
+            rec = recover_deletion(state.A, state.B, heads[t])
+            phis.append(rec.phi)
+            labels.append(rec.label)
+            ranks.append(state.rank)
+            ratios.append(rec.rank_one_ratio)
+            residuals.append(state.residual)
+            report_every(progress, "invert deletions", n + 1, len(targets), 10)
+        ranks_a, ratios_a = np.array(ranks), np.array(ratios)
+        certified = (ranks_a == release.dim) & (ratios_a < self.certify_tol)
+        return Reconstruction(
+            inputs=torch.from_numpy(np.stack(phis)),
+            labels=torch.tensor(labels),
+            scores=torch.from_numpy(-np.log10(np.maximum(ratios_a, 1e-300))),
+            certified=torch.from_numpy(certified),
+            diagnostics={
+                "targets": targets,
+                "rank": ranks,
+                "dim": release.dim,
+                "rank_one_ratio": ratios,
+                "identification_residual": residuals,
+            },
+        )
+
+    def expected_shape(self, release: BroadcastLog, knowledge: Knowledge) -> tuple[int, ...]:
+        return (release.dim,)
+
+    @classmethod
+    def conformance_case(cls) -> ConformanceCase:
+        from trainleak.attacks.unlearning._fixtures import empty_knowledge, tiny_broadcast_log
+
+        log, _ = tiny_broadcast_log()
+        return ConformanceCase(
+            release=log,
+            knowledge=empty_knowledge(),
+            fast_params={},
+            bad_params=[{"prior_lam": -1.0}, {"certify_tol": 0.0}, {"certify_tol": 2.0}],
+        )

@@ -1,0 +1,281 @@
+"""Experiment ``collaboration-collusion``: a colluding analyst against Data Collaboration (seed 7).
+
+Participants upload ``X_i Q_i + 1 t_i^T`` and the anchor ``X_anc Q_i + 1 t_i^T``; the analyst
+aligns them (spectral GOPP) and trains a classifier. Participant 0 colludes and discloses its
+data, ``(Q_0, t_0)`` and the anchor. Attacks: exact anchor inversion, known-anchor Procrustes,
+pivot through the colluder's aligned rows. Defenses: noise on the private representations
+(sigma) or on the anchor representations only (tau). Data: ORL faces (PCA embedding) and
+synthetic face-like embeddings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from pydantic import Field
+from threadpoolctl import threadpool_limits
+
+from trainleak.attacks.collaboration.collusion import (
+    AnchorInversionAttack,
+    AnchorProcrustesAttack,
+    PivotAttack,
+)
+from trainleak.collaboration import (
+    DCParty,
+    align,
+    collaborate,
+    downstream_accuracy,
+    linkage_rate,
+    relative_error,
+)
+from trainleak.collaboration.data import pca_embed, random_anchor, synthetic_faces
+from trainleak.defenses.collaboration import AnchorNoise, PrivateNoise
+from trainleak.errors import DataNotFoundError, ShapeError
+from trainleak.experiments.base import ExperimentConfig, Result, experiment
+from trainleak.progress import Progress
+from trainleak.releases.base import Knowledge
+
+_NOTES = """Measured: records are split into train/test per identity and dealt to the parties at
+random;
+party 0 colludes (discloses X_0, Q_0, t_0 and the anchor). Utility = accuracy of a logistic
+regression on the analyst's aligned representation (spectral GOPP, 1 power iteration), tested
+on aligned test rows (ORL: identity; synthetic: a binary attribute). Privacy = identity linkage
+(cosine top-1 of each reconstructed non-colluder record among the true embeddings of all records,
+counted when the identity matches) and relative reconstruction error. Noise sigma (private) and
+tau (anchor) are in units of the standardised embedding. [inferred]: the ORL embedding is a PCA of
+the pixels fitted on all 400 faces (a public extractor stand-in); anchors are Gaussian with the
+data's public mean and scale; the pivot attack fits an orthogonal map plus shift from the
+colluder's aligned rows to its raw rows."""
+
+_ATTACKS = {
+    "inversion": AnchorInversionAttack(),
+    "procrustes": AnchorProcrustesAttack(),
+    "pivot": PivotAttack(power_iters=1),
+}
+
+
+class CollusionConfig(ExperimentConfig):
+    """Config of ``collaboration-collusion`` (linear algebra; about a minute)."""
+
+    parties: int = Field(4, ge=2)
+    anchor_rows: int = Field(64, ge=2)
+    dim: int = Field(32, ge=2)
+    noise_levels: list[float] = [0.0, 0.1, 0.3, 1.0, 2.0]
+    party_counts: list[int] = [2, 4, 8, 16]
+    synthetic_identities: int = Field(200, ge=4)
+    data_dir: str | None = None
+
+
+def _datasets(cfg: CollusionConfig) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    X, ids, attr = synthetic_faces(cfg.synthetic_identities, 10, cfg.dim, seed=cfg.seed)
+    out = {"synthetic": (X, ids, attr)}
+    try:
+        from trainleak.data import load_orl_faces
+
+        ds = load_orl_faces(cfg.data_dir)
+        y = ds.y.numpy()
+        out["orl"] = (pca_embed(ds.x.numpy(), cfg.dim), y, y)
+    except DataNotFoundError:
+        pass
+    return out
+
+
+def _setup(
+    data: tuple[np.ndarray, np.ndarray, np.ndarray], parties: int, cfg: CollusionConfig
+) -> dict[str, Any]:
+    X, ids, task = data
+    rng = np.random.default_rng(cfg.seed)
+    test = np.zeros(len(ids), dtype=bool)
+    for i in np.unique(ids):
+        rows = np.flatnonzero(ids == i)
+        test[rng.choice(rows, size=max(1, len(rows) // 4), replace=False)] = True
+    owner = rng.integers(0, parties, len(ids))
+    anchor = random_anchor(X, cfg.anchor_rows, cfg.seed + 1)
+    ps = [
+        DCParty(X[owner == p], task[owner == p], seed=cfg.seed * 1000 + p) for p in range(parties)
+    ]
+    return {
+        "X": X,
+        "ids": ids,
+        "task": task,
+        "test": test,
+        "owner": owner,
+        "anchor": anchor,
+        "parties": ps,
+    }
+
+
+def _evaluate(s: dict[str, Any], sigma: float, tau: float, seed: int) -> dict[str, Any]:
+    gen = torch.Generator().manual_seed(seed)
+    release = collaborate(s["parties"], s["anchor"])
+    release = AnchorNoise(tau)(PrivateNoise(sigma)(release, gen), gen)
+    al = align(release, "gopp_spectral", power_iters=1)
+    P = len(s["parties"])
+    rows = [np.flatnonzero(s["owner"] == p) for p in range(P)]
+    Z = np.zeros_like(s["X"])
+    for p in range(P):
+        Z[rows[p]] = al.aligned[p]
+    tr, te = ~s["test"], s["test"]
+    out: dict[str, Any] = {
+        "sigma": sigma,
+        "tau": tau,
+        "accuracy": downstream_accuracy(Z[tr], s["task"][tr], Z[te], s["task"][te]),
+    }
+    knowledge = Knowledge(
+        hyperparameters={"disclosures": (s["parties"][0].disclose(0, s["anchor"]),)}
+    )
+    target = np.concatenate(rows[1:])
+    for name, attack in _ATTACKS.items():
+        try:
+            rec = attack(release, knowledge).inputs.numpy()
+        except ShapeError:
+            out[f"{name}_linkage"], out[f"{name}_error"] = float("nan"), float("nan")
+            continue
+        out[f"{name}_linkage"] = linkage_rate(rec, s["ids"][target], s["X"], s["ids"])
+        out[f"{name}_error"] = relative_error(rec, s["X"][target])
+    return out
+
+
+@experiment(
+    "collaboration-collusion",
+    "a colluding analyst against Data Collaboration, with noise defenses (seed 7)",
+    CollusionConfig,
+)
+def run(cfg: CollusionConfig, progress: Progress | None = None) -> Result:
+    """Sweep both noise placements under every attack; then participant counts."""
+    with threadpool_limits(limits=1):  # BLAS threads oversubscribe small solves
+        return _run(cfg, progress)
+
+
+def _run(cfg: CollusionConfig, progress: Progress | None) -> Result:
+    result = Result("collaboration-collusion", cfg.model_dump(), notes=_NOTES)
+    data = _datasets(cfg)
+    for name, d in data.items():
+        s = _setup(d, cfg.parties, cfg)
+        rows = [_evaluate(s, 0.0, 0.0, cfg.seed)]
+        rows += [_evaluate(s, v, 0.0, cfg.seed) for v in cfg.noise_levels if v > 0]
+        rows += [_evaluate(s, 0.0, v, cfg.seed) for v in cfg.noise_levels if v > 0]
+        result.tables[f"{name}_tradeoff"] = rows
+        tau_mid = sorted(cfg.noise_levels)[len(cfg.noise_levels) // 2]
+        result.tables[f"{name}_parties"] = [
+            {"parties": c, **_evaluate(_setup(d, c, cfg), 0.0, tau_mid, cfg.seed)}
+            for c in cfg.party_counts
+        ]
+        result.figures[f"{name}_tradeoff"] = _figure(rows, name)
+        if progress is not None:
+            progress("data sets", len(result.tables) // 2, len(data))
+    result.metrics["rank_deficient_anchor_refused"] = _rank_check(cfg)
+    _claims(result, data)
+    return result
+
+
+def _rank_check(cfg: CollusionConfig) -> bool:
+    """An anchor with m rows (centred rank m - 1) must be refused by the exact attack."""
+    X, ids, attr = synthetic_faces(8, 4, cfg.dim, seed=cfg.seed)
+    ps = [DCParty(X[i::2], attr[i::2], seed=i) for i in range(2)]
+    anchor = random_anchor(X, cfg.dim, cfg.seed)
+    kn = Knowledge(hyperparameters={"disclosures": (ps[0].disclose(0, anchor),)})
+    try:
+        AnchorInversionAttack()(collaborate(ps, anchor), kn)
+    except ShapeError:
+        return True
+    return False
+
+
+def _claims(result: Result, data: dict[str, Any]) -> None:
+    for name in data:
+        rows = result.tables[f"{name}_tradeoff"]
+        clean = rows[0]
+        result.claim(
+            f"{name}: a noiseless full-rank anchor gives exact recovery "
+            "(100% linkage, float64 error)",
+            clean["inversion_linkage"] == 1.0 and clean["inversion_error"] < 1e-9,
+            linkage=clean["inversion_linkage"],
+            error=clean["inversion_error"],
+        )
+        sig = [r for r in rows if r["sigma"] > 0]
+        low = [r for r in sig if r["procrustes_linkage"] <= 0.5 * clean["procrustes_linkage"]]
+        result.claim(
+            f"{name}: private-side noise buys low linkage only with a large accuracy drop "
+            "(> 5 points)",
+            bool(low) and all(r["accuracy"] < clean["accuracy"] - 0.05 for r in low),
+            rows=[
+                (r["sigma"], round(r["accuracy"], 3), round(r["procrustes_linkage"], 3))
+                for r in sig
+            ],
+        )
+        taus = [r for r in rows if r["tau"] > 0]
+        good = [
+            r
+            for r in taus
+            if r["accuracy"] >= clean["accuracy"] - 0.02
+            and r["procrustes_linkage"] <= 0.5 * clean["procrustes_linkage"]
+        ]
+        result.claim(
+            f"{name}: anchor-side noise keeps accuracy (within 2 points) at low anchor-attack "
+            "linkage (half the noiseless)",
+            bool(good),
+            rows=[
+                (
+                    r["tau"],
+                    round(r["accuracy"], 3),
+                    round(r["procrustes_linkage"], 3),
+                    round(r["inversion_linkage"], 3),
+                )
+                for r in taus
+            ],
+        )
+        result.claim(
+            f"{name}: anchor-side noise also keeps the pivot attack's linkage at half the "
+            "noiseless level or below, at accuracy within 2 points",
+            any(
+                r["accuracy"] >= clean["accuracy"] - 0.02
+                and r["pivot_linkage"] <= 0.5 * clean["pivot_linkage"]
+                for r in taus
+            ),
+            rows=[(r["tau"], round(r["accuracy"], 3), round(r["pivot_linkage"], 3)) for r in taus],
+        )
+        pc = result.tables[f"{name}_parties"]
+        result.claim(
+            f"{name}: more participants do not lower utility under anchor noise (accuracy "
+            "at the most parties >= at the fewest - 2 points)",
+            pc[-1]["accuracy"] >= pc[0]["accuracy"] - 0.02,
+            rows=[
+                (
+                    r["parties"],
+                    round(r["accuracy"], 3),
+                    round(r["procrustes_linkage"], 3),
+                    round(r["pivot_linkage"], 3),
+                )
+                for r in pc
+            ],
+        )
+    result.claim(
+        "an anchor too small for full column rank is refused by the exact attack with a "
+        "clear error",
+        bool(result.metrics["rank_deficient_anchor_refused"]),
+    )
+
+
+def _figure(rows: list[dict[str, Any]], name: str) -> Figure:
+    fig = Figure(figsize=(5, 3.5))
+    ax = fig.add_subplot(1, 1, 1)
+    for noise, marker in (("sigma", "o"), ("tau", "s")):
+        sel = [rows[0]] + [r for r in rows if r[noise] > 0]
+        for attack, ls in (("procrustes", "-"), ("pivot", "--")):
+            ax.plot(
+                [r[f"{attack}_linkage"] for r in sel],
+                [r["accuracy"] for r in sel],
+                marker=marker,
+                linestyle=ls,
+                label=f"{noise} noise / {attack}",
+            )
+    ax.set_xlabel("identity linkage")
+    ax.set_ylabel("downstream accuracy")
+    ax.set_title(f"{name}: accuracy vs linkage")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
