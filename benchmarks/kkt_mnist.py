@@ -29,8 +29,8 @@ DEFAULTS = {
     "per_class": 50,
     "hidden": [1000],
     "init_scale": 0.003,
-    "train_steps": 20000,
-    "attack_steps": 3000,
+    "train_steps": 30000,
+    "attack_steps": 10000,
 }
 OUT = Path(__file__).resolve().parent / "results"
 

@@ -182,25 +182,30 @@ def _gaussian_weights(dtype: torch.dtype) -> Tensor:
 
 
 def _windows(x: Tensor) -> Tensor:
-    """Reflect-padded 11x11 windows around every pixel: ``(N, C*H*W, 121)``."""
+    """Reflect-padded 11x11 windows around every pixel, pixel-major: ``(C*H*W, N, 121)``."""
     pad = (_SSIM_KERNEL - 1) // 2
     n, c, h, w = x.shape
     cols = F.unfold(F.pad(x, (pad, pad, pad, pad), mode="reflect"), kernel_size=_SSIM_KERNEL)
-    return cols.reshape(n, c, _SSIM_KERNEL**2, h * w).transpose(2, 3).reshape(n, c * h * w, -1)
+    cols = cols.reshape(n, c, _SSIM_KERNEL**2, h * w).permute(1, 3, 0, 2)  # (C, HW, N, Q)
+    return cols.reshape(c * h * w, n, -1).contiguous()
 
 
 def _ssim_block(a: Tensor, b: Tensor, wts: Tensor, c1: float, c2: float) -> Tensor:
-    """SSIM of every pair in two blocks of windows ``(na, P, Q)`` x ``(nb, P, Q)``: ``(na, nb)``."""
-    mu_a, mu_b = a @ wts, b @ wts  # (na, P), (nb, P)
+    """SSIM of every pair of two window blocks ``(P, na, Q)`` and ``(P, nb, Q)``: ``(na, nb)``.
+
+    The same arithmetic as torchmetrics' ``_ssim_update``, with the local cross-moment of every
+    pair as one batched matrix product.
+    """
+    mu_a, mu_b = a @ wts, b @ wts  # (P, na), (P, nb)
     var_a = ((a * a) @ wts - mu_a**2).clamp_min(0.0)
     var_b = ((b * b) @ wts - mu_b**2).clamp_min(0.0)
-    e_ab = torch.bmm((a * wts).transpose(0, 1), b.permute(1, 2, 0))  # (P, na, nb)
-    mu_ab = mu_a.T[:, :, None] * mu_b.T[:, None, :]
-    cov = e_ab - mu_ab
-    num = (2 * mu_ab + c1) * (2 * cov + c2)
-    mu2 = mu_a.T[:, :, None] ** 2 + mu_b.T[:, None, :] ** 2
-    den = (mu2 + c1) * (var_a.T[:, :, None] + var_b.T[:, None, :] + c2)
-    return (num / den).mean(dim=0)
+    mu_ab = mu_a[:, :, None] * mu_b[:, None, :]
+    cov = torch.bmm(a * wts, b.transpose(1, 2)).sub_(mu_ab)  # (P, na, nb)
+    num = mu_ab.mul_(2).add_(c1).mul_(cov.mul_(2).add_(c2))
+    den = (mu_a[:, :, None] ** 2 + mu_b[:, None, :] ** 2 + c1).mul_(
+        var_a[:, :, None] + var_b[:, None, :] + c2
+    )
+    return num.div_(den).mean(dim=0)
 
 
 def ssim_matrix(a: Tensor, b: Tensor, data_range: float = 1.0) -> Tensor:

@@ -10,16 +10,19 @@ from trainleak.releases.checkpoint import (
     load_state_dict,
 )
 from trainleak.releases.collaboration import Disclosure, SharedRepresentations, Upload
+from trainleak.releases.dp import DPTrajectory, PrivateRegression
 from trainleak.releases.unlearning import BroadcastLog, DeletionTranscript, SummaryMessage
 
 __all__ = [
     "BroadcastLog",
     "Checkpoint",
+    "DPTrajectory",
     "DeletionTranscript",
     "Disclosure",
     "Knowledge",
     "ModelSpec",
     "OptimizerSpec",
+    "PrivateRegression",
     "Release",
     "SharedRepresentations",
     "StateDict",

@@ -18,6 +18,7 @@ References:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -127,8 +128,10 @@ def train_dpsgd(
     for t in range(config.steps):
         masks[t] = torch.rand(n, generator=gen, dtype=torch.float64) < config.sampling_rate
         opt.zero_grad(set_to_none=True)
-        out = gsm(x[masks[t]])
-        nn.functional.cross_entropy(out, y[masks[t]], reduction="sum").backward()
+        with warnings.catch_warnings():  # Opacus's hooks warn when inputs need no gradient
+            warnings.filterwarnings("ignore", message="Full backward hook", category=UserWarning)
+            out = gsm(x[masks[t]])
+            nn.functional.cross_entropy(out, y[masks[t]], reduction="sum").backward()
         opt.step()
         trajectory.append(flat_params(model))
         report_every(progress, "dp-sgd", t + 1, config.steps)
