@@ -150,7 +150,8 @@ class _Search(Attack[Checkpoint]):
 
     Args:
         steps: Adam steps per restart.
-        lr: Adam's learning rate on the search variables.
+        lr: Adam's initial learning rate on the search variables (cosine-annealed to 0 over
+            ``steps``, so every restart settles in its basin) [inferred].
         restarts: independent random starts; the one with the lowest final loss is kept
             (chosen without ground truth).
         constraint: ``sphere`` re-projects every candidate to norm ``radius`` after each step
@@ -192,13 +193,21 @@ class _Search(Attack[Checkpoint]):
     def _search(
         self,
         n: int,
-        basis: torch.Tensor,
+        d: int,
+        basis: torch.Tensor | None,
         loss_fn: _LossFn,
         generator: torch.Generator,
         progress: Progress | None,
     ) -> tuple[torch.Tensor, list[dict[str, float]], list[float]]:
-        """Minimise ``loss_fn(z @ basis.T)`` over z (n x s) with Adam, best of the restarts."""
-        d, s = basis.shape
+        """Minimise ``loss_fn(z @ basis.T)`` over z (n x s) with Adam, best of the restarts.
+
+        ``basis`` is an orthonormal ``(d, s)`` matrix, or ``None`` for the full space.
+        """
+        s = d if basis is None else int(basis.shape[1])
+
+        def embed(z: torch.Tensor) -> torch.Tensor:
+            return z if basis is None else z @ basis.T
+
         radius = self.radius if self.radius is not None else float(d) ** 0.5
         best: tuple[float, torch.Tensor, list[dict[str, float]]] | None = None
         finals: list[float] = []
@@ -209,9 +218,10 @@ class _Search(Attack[Checkpoint]):
                 with torch.no_grad():
                     z.mul_(radius / z.norm(dim=1, keepdim=True).clamp_min(1e-12))
             opt = torch.optim.Adam([z], lr=self.lr)
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, self.steps))
             trace: list[dict[str, float]] = []
             for step in range(self.steps + 1):
-                loss = loss_fn(z @ basis.T)
+                loss = loss_fn(embed(z))
                 if step % self.log_every == 0 or step == self.steps:
                     trace.append({"step": float(step), "loss": float(loss.detach())})
                     report_every(progress, f"{self.name} restart {r}", step, self.steps, 1)
@@ -220,12 +230,13 @@ class _Search(Attack[Checkpoint]):
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
+                sched.step()
                 if self.constraint == "sphere":
                     with torch.no_grad():
                         z.mul_(radius / z.norm(dim=1, keepdim=True).clamp_min(1e-12))
             finals.append(trace[-1]["loss"])
             if best is None or finals[-1] < best[0]:
-                best = (finals[-1], (z @ basis.T).detach(), trace)
+                best = (finals[-1], embed(z).detach(), trace)
         assert best is not None
         return best[1], best[2], finals
 
@@ -305,8 +316,7 @@ class ParameterChangeMatching(_Search):
         net = TwoLayerChange.from_checkpoint(release)
         d, n = _input_dim(knowledge, net), int(knowledge.n_records or 0)
         loss_fn = _LossFn(net, self.params, self.linearize_at, self.ridge)
-        basis = torch.eye(d, dtype=torch.float64)
-        x, trace, finals = self._search(n, basis, loss_fn, generator, progress)
+        x, trace, finals = self._search(n, d, None, loss_fn, generator, progress)
         return Reconstruction(
             inputs=x.float().reshape(n, *tuple(knowledge.input_shape or ())),
             diagnostics={
@@ -407,11 +417,10 @@ class SubspaceParameterMatching(_Search):
         progress: Progress | None,
     ) -> Reconstruction:
         net = TwoLayerChange.from_checkpoint(release)
-        _input_dim(knowledge, net)
-        n = int(knowledge.n_records or 0)
+        d, n = _input_dim(knowledge, net), int(knowledge.n_records or 0)
         basis, captured = self.subspace(net, knowledge)
         loss_fn = _LossFn(net, "last", self.linearize_at, self.ridge)
-        x, trace, finals = self._search(n, basis, loss_fn, generator, progress)
+        x, trace, finals = self._search(n, d, basis, loss_fn, generator, progress)
         return Reconstruction(
             inputs=x.float().reshape(n, *tuple(knowledge.input_shape or ())),
             diagnostics={

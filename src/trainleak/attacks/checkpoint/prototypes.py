@@ -33,6 +33,7 @@ from trainleak.attacks.base import (
     register_attack,
 )
 from trainleak.errors import ConfigError, ShapeError
+from trainleak.models.gaussian import GaussianMLP  # also registers the 'gaussian_mlp' kind
 from trainleak.progress import Progress
 from trainleak.releases.base import Knowledge
 from trainleak.releases.checkpoint import Checkpoint
@@ -118,10 +119,12 @@ class PrototypeReconstruction(Attack[Checkpoint]):
 
     @classmethod
     def conformance_case(cls) -> ConformanceCase:
-        from trainleak.models.registry import build_model, model_spec
+        from trainleak.models.registry import model_spec
 
+        model = GaussianMLP(n_hidden=6)
+        model.reset_parameters(torch.Generator().manual_seed(0))
         spec = model_spec("gaussian_mlp", n_hidden=6)
-        state = {k: v.detach() for k, v in build_model(spec, seed=0).state_dict().items()}
+        state = model.replica_state(0)
         ckpt = Checkpoint(architecture=spec, final=state, initial=state)
         return ConformanceCase(
             release=ckpt,

@@ -1,0 +1,1 @@
+"""Pure, documented math behind attacks and bounds (no training, no data loading)."""
