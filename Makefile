@@ -34,13 +34,13 @@ typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
 test: lint typecheck
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 test-slow: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -m slow
 
 bench: $(VENV)/.installed-dev
-	$(BIN)/python benchmarks/kkt_mnist.py
+	for f in benchmarks/*.py; do $(BIN)/python $$f || exit 1; done
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

@@ -10,7 +10,9 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("TRAINLEAK_DATA", str(REPO.parent / "shared" / "data"))
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# One intra-op thread per test process: the suite runs on two pytest-xdist workers, and two
+# threads per worker oversubscribe a two-core machine (tiny ops then slow down many times).
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
