@@ -11,6 +11,7 @@ from trainleak.releases.checkpoint import (
 )
 from trainleak.releases.collaboration import Disclosure, SharedRepresentations, Upload
 from trainleak.releases.dp import DPTrajectory, PrivateRegression
+from trainleak.releases.federated import GradientUpdate
 from trainleak.releases.unlearning import BroadcastLog, DeletionTranscript, SummaryMessage
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "DPTrajectory",
     "DeletionTranscript",
     "Disclosure",
+    "GradientUpdate",
     "Knowledge",
     "ModelSpec",
     "OptimizerSpec",

@@ -1,0 +1,1 @@
+"""Attacks on federated gradient updates (FedSGD / FedAvg)."""

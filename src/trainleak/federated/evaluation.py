@@ -1,0 +1,98 @@
+"""Scoring exact batch recovery against the ground truth (never used inside an attack).
+
+A true sample counts as *exactly recovered* when some candidate is within ``atol`` of it in
+every coordinate (max absolute error on the [0, 1] scale; 1e-6 by default). A certificate is
+*false* when a certified candidate is not within ``atol`` of any true sample, or carries a
+label that is not that sample's label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+from trainleak.attacks.base import Reconstruction
+
+
+@dataclass(frozen=True)
+class ExactRecoveryScores:
+    """Exact-recovery figures of one reconstruction.
+
+    Attributes:
+        batch_size: number of true samples.
+        exact_rate: fraction of true samples with a candidate within ``atol``.
+        label_accuracy: among samples exactly recovered by a labelled candidate (label >= 0),
+            the fraction whose label is right (NaN when there is none).
+        certified_fraction: certified candidates divided by the batch size.
+        false_certificates: certified candidates that are wrong (input or label).
+        mean_psnr: mean over true samples of the best candidate's PSNR (dB, capped at 200).
+        max_error: largest best-candidate max-abs error over the batch.
+    """
+
+    batch_size: int
+    exact_rate: float
+    label_accuracy: float
+    certified_fraction: float
+    false_certificates: int
+    mean_psnr: float
+    max_error: float
+
+    def as_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def _linf(a: torch.Tensor, b: torch.Tensor, chunk: int = 256) -> torch.Tensor:
+    rows = [torch.cdist(a[i : i + chunk], b, p=float("inf")) for i in range(0, len(a), chunk)]
+    return torch.cat(rows)
+
+
+def score_exact_recovery(
+    x: torch.Tensor, y: torch.Tensor, rec: Reconstruction, *, atol: float = 1e-6
+) -> ExactRecoveryScores:
+    """Compare a reconstruction with the true batch ``(x, y)``.
+
+    Args:
+        x: true inputs ``(B, ...)``.
+        y: true labels ``(B,)``.
+        rec: the attack's output.
+        atol: max-abs tolerance of an exact recovery.
+
+    Returns:
+        The :class:`ExactRecoveryScores`.
+    """
+    b = int(x.shape[0])
+    xt = x.reshape(b, -1).to(torch.float64)
+    cand = rec.inputs.reshape(len(rec), -1).to(torch.float64)
+    if len(rec) == 0:
+        return ExactRecoveryScores(b, 0.0, float("nan"), 0.0, 0, 0.0, float("inf"))
+    dist = _linf(xt, cand)  # (B, n)
+    best, which = dist.min(1)
+    exact = best <= atol
+    label_acc = float("nan")
+    if rec.labels is not None:  # unlabelled candidates (label -1) do not count
+        unlabelled = (rec.labels < 0).unsqueeze(0)
+        best_l, which_l = dist.masked_fill(unlabelled, float("inf")).min(1)
+        hit = best_l <= atol
+        if bool(hit.any()):
+            label_acc = float((rec.labels[which_l[hit]] == y[hit]).double().mean())
+    mse = ((xt - cand[which]) ** 2).mean(1).clamp_min(1e-20)
+    psnr = (10 * torch.log10(1.0 / mse)).clamp(max=200.0)
+    certified, false_cert = 0, 0
+    if rec.certified is not None and bool(rec.certified.any()):
+        cert_idx = torch.nonzero(rec.certified).squeeze(1)
+        certified = int(cert_idx.numel())
+        cd, owner = dist[:, cert_idx].min(0)
+        wrong = cd > atol
+        if rec.labels is not None:
+            wrong |= rec.labels[cert_idx] != y[owner]
+        false_cert = int(wrong.sum())
+    return ExactRecoveryScores(
+        batch_size=b,
+        exact_rate=float(exact.double().mean()),
+        label_accuracy=label_acc,
+        certified_fraction=certified / b,
+        false_certificates=false_cert,
+        mean_psnr=float(psnr.mean()),
+        max_error=float(best.max()),
+    )

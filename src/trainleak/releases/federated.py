@@ -1,0 +1,232 @@
+"""The :class:`GradientUpdate` release: what a federated client sends to the server.
+
+In FedSGD a client sends the gradient of its mean loss over one batch; in FedAvg it takes
+several local steps and sends the change of its weights. Either way the server also knows the
+model state it broadcast, so the release carries both. Updates exported from another framework
+(Flower, a hand-written loop) are read from safetensors or a weights-only torch file with
+:meth:`GradientUpdate.from_files`; pickles are refused.
+
+References:
+    McMahan, Moore, Ramage, Hampson, Aguera y Arcas, *Communication-Efficient Learning of Deep
+    Networks from Decentralized Data*, AISTATS 2017 (FedSGD and FedAvg).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from trainleak.errors import ConfigError, ShapeError
+from trainleak.releases.base import Release
+from trainleak.releases.checkpoint import ModelSpec, StateDict, load_state_dict
+
+UpdateKind = Literal["gradient", "delta"]
+
+
+@dataclass(frozen=True)
+class GradientUpdate(Release):
+    """One client's update and the model state it was computed at.
+
+    Attributes:
+        architecture: the model's :class:`~trainleak.releases.ModelSpec`.
+        parameters: the broadcast state dict the client started from.
+        update: for ``kind="gradient"`` (FedSGD) the gradient of the mean cross-entropy over
+            the batch; for ``kind="delta"`` (FedAvg) the weight change ``start - end``.
+        batch_size: number of samples behind the update, when the server is told.
+        local_steps: local optimisation steps (1 for FedSGD).
+        learning_rate: the local learning rate (required when ``local_steps > 1``).
+        kind: ``"gradient"`` or ``"delta"``.
+
+    Raises:
+        ShapeError: an update entry has no parameter of the same name and shape, or the
+            parameters do not fit the architecture.
+        ConfigError: NaN or infinite entries, or inconsistent counts and rates.
+
+    Example:
+        >>> import torch
+        >>> from trainleak.models import model_spec
+        >>> spec = model_spec("mlp", input_shape=(2,), hidden=[], out_dim=2)
+        >>> p = {"layers.0.weight": torch.zeros(2, 2), "layers.0.bias": torch.zeros(2)}
+        >>> GradientUpdate(spec, p, {k: v + 1 for k, v in p.items()}, batch_size=4).n_values
+        6
+    """
+
+    architecture: ModelSpec
+    parameters: StateDict
+    update: StateDict
+    batch_size: int | None = None
+    local_steps: int = 1
+    learning_rate: float | None = None
+    kind: UpdateKind = "gradient"
+
+    def __post_init__(self) -> None:
+        _check_counts(self)
+        _check_update(self.parameters, self.update)
+        _check_against_architecture(self.architecture, self.parameters)
+
+    @property
+    def n_values(self) -> int:
+        """Number of scalars in the update."""
+        return sum(int(v.numel()) for v in self.update.values())
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """Floating dtype of the update (float64 for the exact path)."""
+        return next(iter(self.update.values())).dtype
+
+    def describe(self) -> str:
+        b = "unknown B" if self.batch_size is None else f"B={self.batch_size}"
+        return (
+            f"GradientUpdate({self.architecture.kind}, {self.n_values} values, {b}, "
+            f"{self.local_steps} local step(s), {self.kind})"
+        )
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``update.safetensors`` and ``release.json`` into ``directory``."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        tensors = {f"parameters.{k}": v.detach().contiguous() for k, v in self.parameters.items()}
+        tensors.update({f"update.{k}": v.detach().contiguous() for k, v in self.update.items()})
+        save_file(tensors, str(out / "update.safetensors"))
+        meta = {
+            "format": "trainleak.gradient_update/1",
+            "architecture": asdict(self.architecture),
+            "batch_size": self.batch_size,
+            "local_steps": self.local_steps,
+            "learning_rate": self.learning_rate,
+            "kind": self.kind,
+        }
+        (out / "release.json").write_text(json.dumps(meta, indent=2))
+        return out
+
+    @classmethod
+    def load(cls, directory: str | Path) -> GradientUpdate:
+        """Read a directory written by :meth:`save` (safetensors only, never a pickle).
+
+        Raises:
+            FileNotFoundError: a file is missing.
+        """
+        d = Path(directory)
+        for f in (d / "update.safetensors", d / "release.json"):
+            if not f.exists():
+                raise FileNotFoundError(f"gradient-update file {f} is missing (looked in {d})")
+        meta = json.loads((d / "release.json").read_text())
+        tensors = load_file(str(d / "update.safetensors"))
+        params = {k[11:]: v for k, v in tensors.items() if k.startswith("parameters.")}
+        update = {k[7:]: v for k, v in tensors.items() if k.startswith("update.")}
+        return cls(
+            architecture=ModelSpec(**meta["architecture"]),
+            parameters=params,
+            update=update,
+            batch_size=meta.get("batch_size"),
+            local_steps=int(meta.get("local_steps", 1)),
+            learning_rate=meta.get("learning_rate"),
+            kind=meta.get("kind", "gradient"),
+        )
+
+    @classmethod
+    def from_files(
+        cls,
+        architecture: ModelSpec,
+        parameters: str | Path,
+        update: str | Path,
+        *,
+        batch_size: int | None = None,
+        local_steps: int = 1,
+        learning_rate: float | None = None,
+        kind: UpdateKind = "gradient",
+    ) -> GradientUpdate:
+        """Build a release from an update exported elsewhere (e.g. a Flower client).
+
+        Both files hold flat state dicts of tensors: safetensors, or torch files read with
+        ``weights_only=True``. Pickles are refused with
+        :class:`~trainleak.errors.UnsafeFileError`. Names must match the architecture's.
+
+        Args:
+            architecture: the model the update belongs to.
+            parameters: file with the broadcast weights.
+            update: file with the gradients (or weight change, for ``kind="delta"``).
+            batch_size: the client's batch size, when known.
+            local_steps: local steps behind the update.
+            learning_rate: the local learning rate.
+            kind: ``"gradient"`` or ``"delta"``.
+
+        Returns:
+            The validated :class:`GradientUpdate`.
+        """
+        return cls(
+            architecture=architecture,
+            parameters=load_state_dict(parameters),
+            update=load_state_dict(update),
+            batch_size=batch_size,
+            local_steps=local_steps,
+            learning_rate=learning_rate,
+            kind=kind,
+        )
+
+
+def _check_counts(u: GradientUpdate) -> None:
+    if u.batch_size is not None and (not isinstance(u.batch_size, int) or u.batch_size < 1):
+        raise ConfigError.invalid("batch_size", "a positive integer or None", u.batch_size)
+    if not isinstance(u.local_steps, int) or u.local_steps < 1:
+        raise ConfigError.invalid("local_steps", "a positive integer", u.local_steps)
+    if u.learning_rate is not None and not (u.learning_rate > 0 and math.isfinite(u.learning_rate)):
+        raise ConfigError.invalid("learning_rate", "a positive finite number", u.learning_rate)
+    if u.local_steps > 1 and u.learning_rate is None:
+        raise ConfigError.invalid(
+            "learning_rate", "the local learning rate when local_steps > 1", None
+        )
+    if u.kind not in ("gradient", "delta"):
+        raise ConfigError.invalid("kind", "'gradient' or 'delta'", u.kind)
+
+
+def _check_update(parameters: StateDict, update: StateDict) -> None:
+    if not update:
+        raise ConfigError.invalid("update", "a non-empty state dict of tensors", update)
+    for name, g in update.items():
+        if name not in parameters:
+            raise ShapeError(
+                f"update entry {name!r} has no parameter of that name; "
+                f"parameters are {sorted(parameters)[:8]}"
+            )
+        if tuple(g.shape) != tuple(parameters[name].shape):
+            raise ShapeError(
+                f"update[{name!r}] has shape {tuple(g.shape)}, expected "
+                f"{tuple(parameters[name].shape)} (the parameter's shape)"
+            )
+        if not g.is_floating_point():
+            raise ConfigError.invalid(f"update[{name!r}].dtype", "a floating dtype", g.dtype)
+        bad = int((~torch.isfinite(g)).sum())
+        if bad:
+            n_nan = int(torch.isnan(g).sum())
+            raise ConfigError.invalid(
+                f"update[{name!r}]", "finite values", f"{n_nan} NaN and {bad - n_nan} infinite"
+            )
+    missing = sorted(set(parameters) - set(update))
+    if missing:
+        raise ShapeError(f"update lacks entries for parameters {missing[:8]}")
+
+
+def _check_against_architecture(spec: ModelSpec, parameters: StateDict) -> None:
+    from trainleak.models.registry import build_model  # models import releases: keep lazy
+
+    with torch.device("meta"):
+        model = build_model(spec, seed=0)
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    for name, shape in expected.items():
+        if name not in parameters:
+            raise ShapeError(f"parameters lack {name!r} that architecture {spec.kind!r} needs")
+        if tuple(parameters[name].shape) != shape:
+            raise ShapeError(
+                f"parameters[{name!r}] has shape {tuple(parameters[name].shape)}, but "
+                f"architecture {spec.kind!r} expects {shape}"
+            )
+    extra = sorted(set(parameters) - set(expected))
+    if extra:
+        raise ShapeError(f"parameters {extra[:8]} are not in architecture {spec.kind!r}")
