@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from pydantic import Field
 from threadpoolctl import threadpool_limits
 
+from trainleak.errors import ConfigError
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
 from trainleak.progress import Progress
 from trainleak.releases.unlearning import SummaryMessage
@@ -49,6 +50,9 @@ class UnlearningBroadcastConfig(ExperimentConfig):
 
     n_server: int = Field(1000, ge=20)
     n_own: int = Field(300, ge=10)
+    mnist_n_own: int = Field(
+        1000, ge=10, description="own records on MNIST: raw pixels need more than 784 to span"
+    )
     deletions: int = Field(25, ge=1)
     mnist_deletions: int = Field(4, ge=0)
     precisions: list[str] = ["float64", "float32", "float16", "decimals:3"]
@@ -78,13 +82,23 @@ def _mnist(data_dir: str | None, n: int) -> tuple[np.ndarray, np.ndarray] | None
 
 
 def _split(
-    x: np.ndarray, y: np.ndarray, cfg: UnlearningBroadcastConfig, own_class: int | None
+    x: np.ndarray,
+    y: np.ndarray,
+    cfg: UnlearningBroadcastConfig,
+    own_class: int | None,
+    n_own: int | None = None,
 ) -> dict[str, Any]:
+    n_own = cfg.n_own if n_own is None else n_own
+    if cfg.n_server + n_own >= len(y):
+        raise ConfigError(
+            f"n_server + n_own = {cfg.n_server + n_own} must be below the data set's "
+            f"{len(y)} records (the rest is the reserve of concurrent honest updates)"
+        )
     p = np.random.default_rng(cfg.seed).permutation(len(y))
     h, o, r = (
         p[: cfg.n_server],
-        p[cfg.n_server : cfg.n_server + cfg.n_own],
-        p[cfg.n_server + cfg.n_own :],
+        p[cfg.n_server : cfg.n_server + n_own],
+        p[cfg.n_server + n_own :],
     )
     if own_class is not None:
         o = o[y[o] == own_class]
@@ -123,12 +137,16 @@ def _settings(cfg: UnlearningBroadcastConfig) -> list[tuple[str, str, ProtocolSe
     relu = _split(frozen_features(x, "relu", cfg.relu_dim, cfg.seed), y, cfg, None)
     for kind2 in ("unrestricted", "own_data"):
         out.append(("digits/relu", "all", ProtocolSetting(**relu, kind=kind2, **base)))
-    mnist = _mnist(cfg.data_dir, cfg.n_server + cfg.n_own + 200) if cfg.mnist_deletions else None
+    mnist = (
+        _mnist(cfg.data_dir, cfg.n_server + cfg.mnist_n_own + 200) if cfg.mnist_deletions else None
+    )
     if mnist is not None:
         mb: dict[str, Any] = {**base, "deletions": cfg.mnist_deletions}
         feats: list[tuple[FeatureKind, int]] = [("raw", 784), ("relu", cfg.mnist_relu_dim)]
         for fk, dim in feats:
-            sp = _split(frozen_features(mnist[0], fk, dim, cfg.seed), mnist[1], cfg, None)
+            sp = _split(
+                frozen_features(mnist[0], fk, dim, cfg.seed), mnist[1], cfg, None, cfg.mnist_n_own
+            )
             for kind3 in ("unrestricted", "own_data"):
                 out.append((f"mnist/{fk}", "all", ProtocolSetting(**sp, kind=kind3, **mb)))
     return out
