@@ -7,6 +7,7 @@ import math
 import torch
 from torch import nn
 
+from trainleak.attacks.base import Attack
 from trainleak.errors import ConfigError
 from trainleak.federated.functional import instantiate
 from trainleak.releases.base import Knowledge
@@ -53,3 +54,13 @@ def tiny_batch(n: int, d: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
     x = torch.rand(n, d, generator=gen, dtype=torch.float64)
     return x, torch.randint(0, 3, (n,), generator=gen)
+
+
+class FedSGDAttack(Attack[GradientUpdate]):
+    """Base of the attacks that read one FedSGD gradient update.
+
+    The reconstructed inputs have the shape the knowledge gives, else the architecture's.
+    """
+
+    def expected_shape(self, release: GradientUpdate, knowledge: Knowledge) -> tuple[int, ...]:
+        return input_shape(release, knowledge)

@@ -17,13 +17,17 @@ from typing import ClassVar
 import torch
 
 from trainleak.attacks.base import (
-    Attack,
     ConformanceCase,
     Reconstruction,
     check_hparam,
     register_attack,
 )
-from trainleak.attacks.gradient._common import input_shape, release_model, require_fedsgd
+from trainleak.attacks.gradient._common import (
+    FedSGDAttack,
+    input_shape,
+    release_model,
+    require_fedsgd,
+)
 from trainleak.attacks.gradient._objectives import (
     GradientDistance,
     candidate_gradient,
@@ -47,7 +51,7 @@ def batch_size_of(release: GradientUpdate, knowledge: Knowledge) -> int:
 
 @register_attack
 @dataclass(frozen=True, kw_only=True)
-class DLG(Attack[GradientUpdate]):
+class DLG(FedSGDAttack):
     """Deep Leakage from Gradients: joint L-BFGS over inputs and soft labels.
 
     Args:
@@ -76,9 +80,6 @@ class DLG(Attack[GradientUpdate]):
         check_hparam("iterations", self.iterations >= 1, "an integer >= 1", self.iterations)
         check_hparam("lr", self.lr > 0, "a positive number", self.lr)
         check_hparam("log_every", self.log_every >= 1, "an integer >= 1", self.log_every)
-
-    def expected_shape(self, release: GradientUpdate, knowledge: Knowledge) -> tuple[int, ...]:
-        return input_shape(release, knowledge)
 
     def run(
         self,

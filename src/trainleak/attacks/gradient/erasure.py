@@ -34,13 +34,13 @@ from typing import ClassVar
 import torch
 
 from trainleak.attacks.base import (
-    Attack,
     ConformanceCase,
     Reconstruction,
     check_hparam,
     register_attack,
 )
 from trainleak.attacks.gradient._common import (
+    FedSGDAttack,
     check_flat_dim,
     input_shape,
     release_model,
@@ -56,7 +56,7 @@ from trainleak.releases.federated import GradientUpdate
 
 
 @dataclass(frozen=True, kw_only=True)
-class _ErasureBase(Attack[GradientUpdate]):
+class _ErasureBase(FedSGDAttack):
     """Shared hyper-parameters and output assembly of the two modes.
 
     Args:
@@ -78,9 +78,6 @@ class _ErasureBase(Attack[GradientUpdate]):
         check_hparam("max_rounds", self.max_rounds >= 1, "an integer >= 1", self.max_rounds)
         ok = self.max_multiplicity >= 1
         check_hparam("max_multiplicity", ok, "an integer >= 1", self.max_multiplicity)
-
-    def expected_shape(self, release: GradientUpdate, knowledge: Knowledge) -> tuple[int, ...]:
-        return input_shape(release, knowledge)
 
     def transform(self, release: GradientUpdate) -> tuple[torch.Tensor, torch.Tensor]:
         """The row transform ``(row, next)`` of this mode."""

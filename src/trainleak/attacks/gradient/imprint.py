@@ -18,8 +18,13 @@ from typing import ClassVar
 
 import torch
 
-from trainleak.attacks.base import Attack, ConformanceCase, Reconstruction, register_attack
-from trainleak.attacks.gradient._common import check_flat_dim, input_shape, require_fedsgd
+from trainleak.attacks.base import ConformanceCase, Reconstruction, register_attack
+from trainleak.attacks.gradient._common import (
+    FedSGDAttack,
+    check_flat_dim,
+    input_shape,
+    require_fedsgd,
+)
 from trainleak.federated.functional import FirstLayerSplit
 from trainleak.federated.imprint import detect_layout, difference_rows
 from trainleak.progress import Progress
@@ -29,7 +34,7 @@ from trainleak.releases.federated import GradientUpdate
 
 @register_attack
 @dataclass(frozen=True, kw_only=True)
-class ImprintAttack(Attack[GradientUpdate]):
+class ImprintAttack(FedSGDAttack):
     """Analytic read-out of cumulative imprint bins (Robbing the Fed).
 
     Args:
@@ -59,9 +64,6 @@ class ImprintAttack(Attack[GradientUpdate]):
             raise ConfigError.invalid(
                 "min_relative_signal", "a number in [0, 1)", self.min_relative_signal
             )
-
-    def expected_shape(self, release: GradientUpdate, knowledge: Knowledge) -> tuple[int, ...]:
-        return input_shape(release, knowledge)
 
     def run(
         self,

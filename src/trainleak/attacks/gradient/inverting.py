@@ -19,13 +19,17 @@ from typing import ClassVar
 import torch
 
 from trainleak.attacks.base import (
-    Attack,
     ConformanceCase,
     Reconstruction,
     check_hparam,
     register_attack,
 )
-from trainleak.attacks.gradient._common import input_shape, release_model, require_fedsgd
+from trainleak.attacks.gradient._common import (
+    FedSGDAttack,
+    input_shape,
+    release_model,
+    require_fedsgd,
+)
 from trainleak.attacks.gradient._objectives import (
     GradientDistance,
     candidate_gradient,
@@ -40,7 +44,7 @@ from trainleak.releases.federated import GradientUpdate
 
 @register_attack
 @dataclass(frozen=True, kw_only=True)
-class InvertingGradients(Attack[GradientUpdate]):
+class InvertingGradients(FedSGDAttack):
     """Geiping et al.'s attack (cosine distance + TV, signed Adam, box constraint, restarts).
 
     Args:
@@ -82,9 +86,6 @@ class InvertingGradients(Attack[GradientUpdate]):
         ok = self.snapshot_every >= 0
         check_hparam("snapshot_every", ok, "an integer >= 0", self.snapshot_every)
         check_hparam("log_every", self.log_every >= 1, "an integer >= 1", self.log_every)
-
-    def expected_shape(self, release: GradientUpdate, knowledge: Knowledge) -> tuple[int, ...]:
-        return input_shape(release, knowledge)
 
     def run(
         self,
