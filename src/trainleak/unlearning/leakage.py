@@ -8,6 +8,7 @@ import numpy as np
 
 from trainleak.attacks.unlearning.retraining import RetrainingReconstructionAttack
 from trainleak.errors import ConfigError
+from trainleak.releases.unlearning import DeletionTranscript
 from trainleak.unlearning.mechanisms import RandomizedResponse, Randomness, UnlearningMechanism
 
 
@@ -25,19 +26,7 @@ def rr_transcript_rates(
     The adversary inserts ``max(deletions)`` records (before or after the honest ones in data-set
     order) and deletes them one at a time; the attack uses the first ``k + 1`` releases.
     """
-    n, k_max = len(bits), max(deletions)
-    adv_ids = np.arange(n, n + k_max)
-    ids = np.concatenate([adv_ids, np.arange(n)]) if adversary_first else np.arange(n + k_max)
-    values = (
-        np.concatenate([np.zeros(k_max, dtype=np.int64), bits])
-        if adversary_first
-        else np.concatenate([bits, np.zeros(k_max, dtype=np.int64)])
-    )
-    mech = UnlearningMechanism(RandomizedResponse(eps), randomness, seed=seed)
-    mech.fit(ids, values)
-    for a in adv_ids:
-        mech.delete([int(a)])
-    transcript = mech.transcript(adv_ids)
+    transcript = _insert_and_delete(bits, eps, randomness, max(deletions), seed, adversary_first)
     rates = []
     for k in deletions:
         rec = RetrainingReconstructionAttack(max_releases=k + 1)(transcript, seed=seed)
@@ -80,22 +69,29 @@ def distinguishing_advantage(
     return float(guesses[1].mean() - guesses[0].mean())
 
 
-def _guess_first(
+def _insert_and_delete(
     bits: np.ndarray, eps: float, randomness: Randomness, k: int, seed: int, first: bool
-) -> float:
+) -> DeletionTranscript:
+    """Honest ``bits`` plus ``k`` adversary records (first or last in data-set order), run
+    through randomized response under perfect retraining; the adversary then deletes its
+    records one at a time. Returns the transcript the adversary observes."""
     n = len(bits)
     adv = np.arange(n, n + k)
     ids = np.concatenate([adv, np.arange(n)]) if first else np.arange(n + k)
-    vals = (
-        np.concatenate([np.zeros(k, dtype=np.int64), bits])
-        if first
-        else np.concatenate([bits, np.zeros(k, dtype=np.int64)])
-    )
+    zeros = np.zeros(k, dtype=np.int64)
+    vals = np.concatenate([zeros, bits]) if first else np.concatenate([bits, zeros])
     mech = UnlearningMechanism(RandomizedResponse(eps), randomness, seed=seed)
     mech.fit(ids, vals)
     for a in adv:
         mech.delete([int(a)])
-    rec = RetrainingReconstructionAttack()(mech.transcript(adv), seed=seed % 1000)
+    return mech.transcript(adv)
+
+
+def _guess_first(
+    bits: np.ndarray, eps: float, randomness: Randomness, k: int, seed: int, first: bool
+) -> float:
+    transcript = _insert_and_delete(bits, eps, randomness, k, seed, first)
+    rec = RetrainingReconstructionAttack()(transcript, seed=seed % 1000)
     pos = list(rec.diagnostics["record_ids"]).index(0)
     return float(rec.inputs[pos, 0])
 
