@@ -28,7 +28,7 @@ DEFAULTS = {
     "dataset": "mnist",
     "per_class": 50,
     "hidden": [1000],
-    "init_scale": 0.003,
+    "init_scale": 0.001,
     "train_steps": 30000,
     "attack_steps": 10000,
 }
