@@ -34,11 +34,12 @@ from trainleak.progress import Progress
 from trainleak.releases import Knowledge
 from trainleak.training import TrainConfig, train_checkpoint
 
+# Learning rates come from ``default_lr`` (GD: 0.5 * 64 / d; Muon 0.02; Adam 1e-3).
 OPTIMIZERS: dict[str, dict[str, Any]] = {
-    "gd": {"optimizer": "gd", "lr": 0.5},  # scaled by 64 / input dimension at run time
-    "muon": {"optimizer": "muon", "lr": 0.02, "lr_schedule": "inv_sqrt"},
-    "adam-eps1e-16": {"optimizer": "adam", "lr": 1e-3, "eps": 1e-16, "lr_schedule": "inv_sqrt"},
-    "adam-eps1e-8": {"optimizer": "adam", "lr": 1e-3, "eps": 1e-8, "lr_schedule": "inv_sqrt"},
+    "gd": {"optimizer": "gd"},
+    "muon": {"optimizer": "muon", "lr_schedule": "inv_sqrt"},
+    "adam-eps1e-16": {"optimizer": "adam", "eps": 1e-16, "lr_schedule": "inv_sqrt"},
+    "adam-eps1e-8": {"optimizer": "adam", "eps": 1e-8, "lr_schedule": "inv_sqrt"},
 }
 
 
@@ -88,8 +89,7 @@ def _one_run(cfg: FingerprintConfig, dataset: str, opt: str, seed: int) -> dict[
     )
     steps = cfg.train_steps.get(opt, 2000)
     params = dict(OPTIMIZERS[opt])
-    if params["optimizer"] == "gd":
-        params["lr"] = default_lr("gd", x[0].numel())
+    params["lr"] = default_lr(params["optimizer"], x[0].numel())
     tc = TrainConfig(steps=steps, log_every=max(1, steps // 100), seed=seed, **params)
     ckpt, hist = train_checkpoint(spec, x - mean, y, tc, init_seed=seed)
     knowledge = Knowledge(input_shape=tuple(x.shape[1:]), value_range=(-2.0, 2.0))

@@ -92,12 +92,19 @@ def identifiability(
     coordinates off the saturated set (plus the scale); for ``l2`` and the spectral targets
     every coordinate is an equation.
     """
-    net = ReleasedMLP.from_checkpoint(ckpt)
-    theta = [p.detach() for p in net.parameters()]
+    released = ReleasedMLP.from_checkpoint(ckpt)
+    theta = [p.detach().double() for p in released.parameters()]
+    bias = released.first_bias
+    net = ReleasedMLP(
+        [w.double() for w in released.weights],
+        None if bias is None else bias.double(),
+        released.input_dim,
+        released.out_dim,
+    )
     n, d = x.shape[0], net.input_dim
     if n * d + n > 4000:
         raise ValueError(f"identifiability is for tiny problems; {n * d + n} unknowns is too many")
-    signs = 2.0 * y.to(theta[0].dtype) - 1.0
+    signs = 2.0 * y.double() - 1.0
     keep = _equality_mask(theta, target)
 
     def equations(flat: torch.Tensor) -> torch.Tensor:
@@ -108,8 +115,6 @@ def identifiability(
         return torch.cat([q.flatten() for q in g])[keep]
 
     flat = torch.cat([x.flatten(), torch.ones(n)]).double()
-    theta = [t.double() for t in theta]
-    net = ReleasedMLP([w.double() for w in net.weights], None, net.input_dim, net.out_dim)
     jac = torch.autograd.functional.jacobian(equations, flat)
     rank = int(torch.linalg.matrix_rank(jac).item())
     return {"equations": int(keep.sum()), "rank": rank, "unknowns": n * d + n}

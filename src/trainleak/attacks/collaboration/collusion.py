@@ -51,8 +51,18 @@ def _result(rows: list[np.ndarray], parties: list[int], **diagnostics: object) -
     )
 
 
-class _AnchorAttack(Attack[SharedRepresentations]):
+class _CollusionAttack(Attack[SharedRepresentations]):
+    """Base of the colluding-analyst attacks: one reconstructed row of ``dim`` features each."""
+
     release_type: ClassVar[type[SharedRepresentations]] = SharedRepresentations
+
+    def expected_shape(
+        self, release: SharedRepresentations, knowledge: Knowledge
+    ) -> tuple[int, ...]:
+        return (release.dim,)
+
+
+class _AnchorAttack(_CollusionAttack):
     requires: ClassVar[frozenset[str]] = frozenset({"hyperparameters"})
     full_rank: ClassVar[bool] = False
 
@@ -78,11 +88,6 @@ class _AnchorAttack(Attack[SharedRepresentations]):
             t = a.mean(0) - mu @ Q
             rows.append((up.private.numpy() - t) @ np.linalg.pinv(Q))
         return _result(rows, parties, anchor_rank=int(np.linalg.matrix_rank(centred)))
-
-    def expected_shape(
-        self, release: SharedRepresentations, knowledge: Knowledge
-    ) -> tuple[int, ...]:
-        return (release.dim,)
 
     @classmethod
     def conformance_case(cls) -> ConformanceCase:
@@ -136,7 +141,7 @@ class AnchorProcrustesAttack(_AnchorAttack):
 
 @register_attack
 @dataclass(frozen=True, kw_only=True)
-class PivotAttack(Attack[SharedRepresentations]):
+class PivotAttack(_CollusionAttack):
     """Map the analyst's collaborative representation back to raw space via the colluders.
 
     Args:
@@ -183,11 +188,6 @@ class PivotAttack(Attack[SharedRepresentations]):
         parties = targets(release, found)
         rows = [al.aligned[i] @ R + s for i in parties]
         return _result(rows, parties, colluder_rows=int(src.shape[0]))
-
-    def expected_shape(
-        self, release: SharedRepresentations, knowledge: Knowledge
-    ) -> tuple[int, ...]:
-        return (release.dim,)
 
     @classmethod
     def conformance_case(cls) -> ConformanceCase:
