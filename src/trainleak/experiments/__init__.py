@@ -8,12 +8,17 @@ from trainleak._discovery import import_submodules
 from trainleak.errors import ConfigError
 from trainleak.experiments.base import (
     Claim,
+    ClaimFn,
     Experiment,
     ExperimentConfig,
     Result,
+    claim,
+    evaluate_claims,
     experiment,
+    not_tested,
     parse_config,
     registered_experiments,
+    rows_table,
 )
 
 
@@ -33,11 +38,16 @@ def get_experiment(name: str) -> Experiment:
 
 __all__ = [
     "Claim",
+    "ClaimFn",
     "Experiment",
     "ExperimentConfig",
     "Result",
     "available_experiments",
+    "claim",
+    "evaluate_claims",
     "experiment",
     "get_experiment",
+    "not_tested",
     "parse_config",
+    "rows_table",
 ]

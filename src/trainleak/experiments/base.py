@@ -1,14 +1,22 @@
 """Experiments: a typed config plus ``run(config, progress) -> Result``.
 
 An experiment never prints and never writes files: it returns numbers, tables, images and
-matplotlib figures in a :class:`Result`; :mod:`trainleak.audit` writes and reports them. Each
-experiment states the seed paper's claims as :class:`Claim` objects whose ``holds`` is computed
-from this run's measurements.
+matplotlib figures in a :class:`Result`; :mod:`trainleak.audit` writes and reports them.
+
+Every experiment follows one shape:
+
+1. a frozen dataclass row type for its sweep (one row per measured point);
+2. the run produces a list of rows (numbers only, never display strings);
+3. each of the seed's claims is a small pure function ``claim_fn(rows, config) -> Claim``
+   listed in the module's ``CLAIMS`` tuple, so a unit test can feed it rows where it must
+   hold and rows where it must fail;
+4. display tables are built once from the rows at the end (:func:`rows_table`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -40,6 +48,38 @@ class Claim:
     text: str
     holds: bool
     evidence: Mapping[str, Any] = field(default_factory=dict)
+
+
+def claim(text: str, holds: bool, **evidence: Any) -> Claim:
+    """Build a :class:`Claim`; ``holds`` must be computed from the run's rows."""
+    return Claim(text=text, holds=bool(holds), evidence=evidence)
+
+
+def not_tested(text: str, reason: str, **evidence: Any) -> Claim:
+    """A claim the run cannot decide (for example a sweep with a single point).
+
+    It is reported as not holding, with the reason in its evidence, never as holding.
+    """
+    return Claim(text=text, holds=False, evidence={"not_tested": reason, **evidence})
+
+
+ClaimFn = Callable[[Sequence[Any], Any], Claim]
+"""A claim function: ``(rows, config) -> Claim``; pure, no hidden state."""
+
+
+def evaluate_claims(fns: Iterable[ClaimFn], rows: Sequence[Any], config: Any) -> list[Claim]:
+    """Apply every claim function to the same rows and config."""
+    return [fn(rows, config) for fn in fns]
+
+
+def rows_table(rows: Iterable[Any]) -> list[dict[str, Any]]:
+    """A display table (list of dicts) from frozen dataclass rows."""
+    out = []
+    for row in rows:
+        if not dataclasses.is_dataclass(row) or isinstance(row, type):
+            raise TypeError(f"rows_table expects dataclass instances, got {type(row).__name__}")
+        out.append(dataclasses.asdict(row))
+    return out
 
 
 @dataclass
