@@ -37,8 +37,8 @@ from trainleak.metrics import evaluate_reconstruction, random_candidates
 from trainleak.models import model_spec
 from trainleak.models.gaussian import GaussianMLP
 from trainleak.releases import Knowledge
-from trainleak.training import TrainConfig, train_checkpoint
-from trainleak.training.prototype_losses import train_prototype_mlp
+from trainleak.systems.training import TrainConfig, train_checkpoint
+from trainleak.systems.training.prototypes import train_prototype_mlp
 
 OUT = Path(__file__).resolve().parent / "results"
 

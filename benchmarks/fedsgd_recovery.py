@@ -24,11 +24,12 @@ from trainleak.attacks.gradient.imprint import ImprintAttack
 from trainleak.attacks.gradient.inverting import InvertingGradients
 from trainleak.defenses import chain
 from trainleak.defenses.gradient import ClipNorm, GaussianNoise, Quantize
-from trainleak.federated import fedsgd_update, malicious_mlp
-from trainleak.federated.data import Pool, load_pool
-from trainleak.federated.evaluation import score_exact_recovery
-from trainleak.federated.scenarios import active_cell, passive_cell, trained_mlp
+from trainleak.metrics.exact_recovery import score_exact_recovery
 from trainleak.releases import Knowledge
+from trainleak.scenarios.federated import active_cell, passive_cell, trained_mlp
+from trainleak.systems.federated import fedsgd_update
+from trainleak.systems.federated.data import Pool, load_pool
+from trainleak.systems.federated.malicious import malicious_mlp
 
 OUT = Path(__file__).resolve().parent / "results"
 BREACHING_IMPRINT_128 = 0.359  # reference-runs.md: 128 bins, MNIST, B = 128, exact

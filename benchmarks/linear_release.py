@@ -15,12 +15,13 @@ import torch
 from sklearn.datasets import load_digits
 
 from trainleak.attacks.collaboration.collusion import AnchorInversionAttack
-from trainleak.collaboration import DCParty, collaborate, linkage_rate
-from trainleak.collaboration.data import random_anchor, synthetic_faces
-from trainleak.collaboration.linalg import haar_orthogonal
+from trainleak.linalg import haar_orthogonal
+from trainleak.metrics.collaboration import linkage_rate
 from trainleak.releases.base import Knowledge
-from trainleak.unlearning.leakage import rr_transcript_rates
-from trainleak.unlearning.simulate import ProtocolSetting, run_protocol
+from trainleak.scenarios.deletion import rr_transcript_rates
+from trainleak.scenarios.unlearning import ProtocolSetting, run_protocol
+from trainleak.systems.collaboration import DCParty, collaborate
+from trainleak.systems.collaboration.data import random_anchor, synthetic_faces
 
 
 def broadcast() -> dict[str, float]:

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from trainleak.cli_bound import bound_app
 from trainleak.errors import UnsafeFileError
-from trainleak.features import LPIPSFormulaMap, load_lpips_alexnet
-from trainleak.features.lpips_formula import _AlexNetTrunk
+from trainleak.metrics.features import LPIPSFormulaMap, load_lpips_alexnet
+from trainleak.metrics.features.lpips_formula import _AlexNetTrunk
 
 
 class _TwoLayers(nn.Module):

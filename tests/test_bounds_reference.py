@@ -7,7 +7,7 @@ import pytest
 
 from trainleak.bounds.dpsgd import Schedule
 from trainleak.bounds.entropy import pool_distances_sq
-from trainleak.bounds.reference import HayesRero, guo_unbiased_bound, hayes_mse_bound
+from trainleak.bounds.published import HayesRero, guo_unbiased_bound, hayes_mse_bound
 from trainleak.data import load_digits
 
 

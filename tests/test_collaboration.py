@@ -12,12 +12,13 @@ from trainleak.attacks.collaboration.collusion import (
     AnchorProcrustesAttack,
     PivotAttack,
 )
-from trainleak.collaboration import DCParty, align, collaborate, linkage_rate, relative_error
-from trainleak.collaboration.data import random_anchor, synthetic_faces
 from trainleak.defenses.collaboration import AnchorNoise, PrivateNoise
 from trainleak.errors import MissingKnowledgeError, ShapeError
+from trainleak.metrics.collaboration import linkage_rate, relative_error
 from trainleak.releases.base import Knowledge
 from trainleak.releases.collaboration import SharedRepresentations, Upload
+from trainleak.systems.collaboration import DCParty, align, collaborate
+from trainleak.systems.collaboration.data import random_anchor, synthetic_faces
 
 
 def _setup(parties: int = 4, rows: int = 40, m: int = 16, seed: int = 0):  # type: ignore[no-untyped-def]

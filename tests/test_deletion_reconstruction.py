@@ -11,13 +11,13 @@ from trainleak.attacks.unlearning._fixtures import tiny_transcript
 from trainleak.attacks.unlearning.retraining import RetrainingReconstructionAttack
 from trainleak.bounds.deletion import majority_vote_recovery, single_release_limit
 from trainleak.errors import ConfigError
-from trainleak.unlearning import (
+from trainleak.scenarios.deletion import distinguishing_advantage, rr_transcript_rates
+from trainleak.systems.unlearning import (
     DPLogisticRegression,
     ExactSum,
     RandomizedResponse,
     UnlearningMechanism,
 )
-from trainleak.unlearning.leakage import distinguishing_advantage, rr_transcript_rates
 
 
 def test_fresh_coins_reach_the_bound_and_beat_one_release() -> None:

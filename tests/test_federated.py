@@ -11,21 +11,16 @@ from safetensors.torch import save_file
 
 from trainleak.attacks.gradient._common import tiny_batch
 from trainleak.attacks.gradient._fixtures import tiny_honest_update, tiny_malicious_update
+from trainleak.attacks.gradient.layout import detect_layout
 from trainleak.defenses import chain
 from trainleak.defenses.gradient import ClipNorm, GaussianNoise, Quantize
 from trainleak.errors import ConfigError, ReleaseTypeError, ShapeError, UnsafeFileError
-from trainleak.federated import (
-    Client,
-    detect_layout,
-    fedavg_update,
-    fedsgd_update,
-    instantiate,
-    malicious_mlp,
-    per_sample_gradients,
-)
 from trainleak.models import build_model, model_spec
+from trainleak.models.functional import instantiate, per_sample_gradients
 from trainleak.releases import Checkpoint
 from trainleak.releases.federated import GradientUpdate
+from trainleak.systems.federated import Client, fedavg_update, fedsgd_update
+from trainleak.systems.federated.malicious import malicious_mlp
 
 SPEC = model_spec("mlp", input_shape=(12,), hidden=[16], out_dim=3)
 

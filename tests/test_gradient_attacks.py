@@ -18,12 +18,13 @@ from trainleak.attacks.gradient.imprint import ImprintAttack
 from trainleak.attacks.gradient.inverting import InvertingGradients
 from trainleak.defenses.gradient import ClipNorm, GaussianNoise
 from trainleak.errors import ConfigError
-from trainleak.federated import fedavg_update, fedsgd_update, malicious_mlp
-from trainleak.federated.data import Pool, load_pool
-from trainleak.federated.evaluation import score_exact_recovery
-from trainleak.federated.scenarios import active_cell, passive_cell, trained_mlp
+from trainleak.metrics.exact_recovery import score_exact_recovery
 from trainleak.models import build_model, model_spec
 from trainleak.releases import Knowledge
+from trainleak.scenarios.federated import active_cell, passive_cell, trained_mlp
+from trainleak.systems.federated import fedavg_update, fedsgd_update
+from trainleak.systems.federated.data import Pool, load_pool
+from trainleak.systems.federated.malicious import malicious_mlp
 
 ACTIVE = Knowledge(input_shape=(12,), value_range=(0.0, 1.0), active=True)
 

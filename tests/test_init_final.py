@@ -13,16 +13,12 @@ from trainleak.attacks.checkpoint.init_final import (
     TwoLayerChange,
     tiny_two_layer_checkpoint,
 )
+from trainleak.bounds.random_features import empirical_transition, projection_loss, width_threshold
 from trainleak.errors import ConfigError, ShapeError
 from trainleak.experiments.subspace_reconstruction import matched_l2_error
 from trainleak.models.random_features import random_features_checkpoint
 from trainleak.models.registry import build_model, model_spec
 from trainleak.releases import Checkpoint, Knowledge
-from trainleak.theory.random_features import (
-    empirical_transition,
-    projection_loss,
-    width_threshold,
-)
 
 
 @pytest.fixture(autouse=True)

@@ -16,8 +16,8 @@ from trainleak.bounds.jacobian import (
 )
 from trainleak.data import load_digits
 from trainleak.errors import ConfigError, ShapeError
-from trainleak.federated.functional import batch_gradient
 from trainleak.models import build_model, model_spec
+from trainleak.models.functional import batch_gradient
 
 
 def _softmax() -> torch.nn.Module:

@@ -14,7 +14,7 @@ from trainleak.errors import ConfigError
 from trainleak.metrics import evaluate_reconstruction
 from trainleak.models import build_model, model_spec
 from trainleak.releases import Checkpoint, Knowledge
-from trainleak.training import TrainConfig, train_checkpoint
+from trainleak.systems.training import TrainConfig, train_checkpoint
 
 
 @pytest.fixture(scope="module")

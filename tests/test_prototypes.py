@@ -8,17 +8,13 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from trainleak.attacks.checkpoint.prototypes import (
-    PrototypeReconstruction,
-    hull_escape_fraction,
-    matched_error,
-    specialization_ratio,
-)
+from trainleak.attacks.checkpoint.prototypes import PrototypeReconstruction
 from trainleak.errors import ConfigError, ShapeError
+from trainleak.metrics.prototypes import hull_escape_fraction, matched_error, specialization_ratio
 from trainleak.models.gaussian import GaussianMLP
 from trainleak.models.registry import build_model, model_spec
 from trainleak.releases import Checkpoint, Knowledge
-from trainleak.training.prototype_losses import (
+from trainleak.systems.training.prototypes import (
     coverage_loss,
     overlap_loss,
     separation_loss,

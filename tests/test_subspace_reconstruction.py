@@ -18,7 +18,7 @@ from trainleak.metrics import evaluate_reconstruction
 from trainleak.models import model_spec
 from trainleak.models.random_features import random_features_checkpoint
 from trainleak.releases import Knowledge
-from trainleak.training import TrainConfig, train_checkpoint
+from trainleak.systems.training import TrainConfig, train_checkpoint
 
 
 @pytest.fixture(autouse=True)

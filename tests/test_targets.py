@@ -8,16 +8,16 @@ import pytest
 import torch
 
 from trainleak.attacks.checkpoint.kkt import KKTReconstruction
-from trainleak.attacks.checkpoint.profile import (
-    identifiability,
-    implicit_bias_profile,
-    kkt_residual,
-    linf_saturation,
-)
 from trainleak.data import balanced_binary, load_digits, to_symmetric
 from trainleak.models import model_spec
 from trainleak.releases import Checkpoint
-from trainleak.training import TrainConfig, train_checkpoint
+from trainleak.scenarios.implicit_bias import (
+    implicit_bias_profile,
+    kkt_identifiability,
+    kkt_residual,
+    linf_saturation,
+)
+from trainleak.systems.training import TrainConfig, train_checkpoint
 
 SPEC = model_spec("homogeneous_mlp", input_shape=(1, 8, 8), hidden=[100], init_scale=0.003)
 
@@ -78,8 +78,8 @@ def test_signum_saturates_linf_and_loses_equations(
     sg, _ = train_checkpoint(small, x, y, TrainConfig(optimizer="signum", lr=1e-3, steps=600))
     gd, _ = train_checkpoint(small, x, y, TrainConfig(lr=0.5, steps=600))
     assert linf_saturation(sg) > 0.2 > 10 * linf_saturation(gd)
-    eq_sg = identifiability(sg, x, y, "linf")
-    eq_gd = identifiability(gd, x, y, "l2")
+    eq_sg = kkt_identifiability(sg, x, y, "linf")
+    eq_gd = kkt_identifiability(gd, x, y, "l2")
     assert eq_sg["unknowns"] == eq_gd["unknowns"] == 20 * 64 + 20
     assert eq_sg["rank"] < eq_gd["rank"]
 

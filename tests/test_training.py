@@ -8,7 +8,7 @@ import torch
 from trainleak.errors import ConfigError, ShapeError
 from trainleak.experiments import parse_config
 from trainleak.models import build_model, model_spec
-from trainleak.training import TrainConfig, train, train_checkpoint
+from trainleak.systems.training import TrainConfig, train, train_checkpoint
 
 
 def _data() -> tuple[torch.Tensor, torch.Tensor]:

@@ -11,19 +11,20 @@ import torch
 
 from trainleak.attacks.unlearning._fixtures import tiny_broadcast_log
 from trainleak.attacks.unlearning.broadcast import BroadcastDeletionAttack
-from trainleak.errors import ConfigError, ShapeError
-from trainleak.releases.unlearning import SummaryMessage
-from trainleak.unlearning import (
-    ExactUnlearningServer,
-    IllConditionedWarning,
-    ProbingClient,
-    SingularStatisticsError,
-    detectability,
+from trainleak.attacks.unlearning.identify import identify_state, recover_summary
+from trainleak.attacks.unlearning.probing import (
     identify_before,
-    identify_state,
     minimal_probe_count,
     plan_unrestricted,
-    recover_summary,
+)
+from trainleak.defenses.probe_detection import detectability
+from trainleak.errors import ConfigError, ShapeError
+from trainleak.releases.unlearning import SummaryMessage
+from trainleak.scenarios.probing_client import ProbingClient
+from trainleak.systems.unlearning import (
+    ExactUnlearningServer,
+    IllConditionedWarning,
+    SingularStatisticsError,
 )
 
 

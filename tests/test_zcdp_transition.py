@@ -11,7 +11,7 @@ from trainleak.attacks.informed import InformedRidgeAttack
 from trainleak.bounds.zcdp import zcdp_mse_bound, zcdp_success_bound
 from trainleak.errors import ConfigError
 from trainleak.experiments.zcdp_transition import _trial
-from trainleak.mechanisms import (
+from trainleak.systems.mechanisms import (
     ridge_output_perturbation,
     ridge_sensitivity,
     sphere_records,

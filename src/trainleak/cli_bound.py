@@ -80,7 +80,7 @@ def compute_dpsgd_bound(
     x = ds.x[torch.randperm(len(ds), generator=g)[:samples]]
     fmap = None
     if representation == "features":
-        from trainleak.features import train_feature_net
+        from trainleak.metrics.features import train_feature_net
 
         fmap = train_feature_net(ds.subset(list(range(min(len(ds), 500)))))
     res = dpsgd_distortion_bound(

@@ -59,7 +59,10 @@ LEAKAGE_METHODS: tuple[str, ...] = ("capacity", "kl_null", "chi2", "best")
 
 
 class FeatureMapLike(Protocol):
-    """What the feature-space bound needs from a feature map (see :mod:`trainleak.features`)."""
+    """What the feature-space bound needs from a feature map.
+
+    See :mod:`trainleak.metrics.features`.
+    """
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor: ...
 
@@ -234,7 +237,7 @@ def renyi2_epsilon(schedule: Schedule) -> float:
     """Renyi-DP epsilon at order 2 with hard clipping: sum_t log(1 + q^2 (e^{1/sigma^2} - 1)).
 
     This is the quantity Guo et al. (2022) plug into their MSE bound (see
-    :mod:`trainleak.bounds.reference`).
+    :mod:`trainleak.bounds.published`).
     """
     return dpsgd_leakage(schedule, "chi2")
 
@@ -310,7 +313,7 @@ def dpsgd_distortion_bound(
         schedule: the DP-SGD schedule (q_t, sigma_t, T).
         samples: ``(n, C, H, W)`` samples of the population in [0, 1].
         representation: ``pixel`` (phi = identity) or ``features`` (phi = ``feature_map``).
-        feature_map: required for ``features``; see :mod:`trainleak.features`.
+        feature_map: required for ``features``; see :mod:`trainleak.metrics.features`.
         blocks: ``patches`` or ``coordinates`` (pixel representation).
         patch: patch side for ``patches``.
         confidence: failure probability of the sample-based estimates (ignored with

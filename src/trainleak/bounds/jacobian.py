@@ -338,7 +338,7 @@ def lower_lipschitz_estimate(
     generator: torch.Generator | None = None,
 ) -> float:
     """Estimate ``c_a = min |g(x) - g(x')| / |x - x'|`` over random same-label sample pairs."""
-    from trainleak.federated.functional import per_sample_gradients
+    from trainleak.models.functional import per_sample_gradients
 
     dtype = next(model.parameters()).dtype
     g = per_sample_gradients(model, x.to(dtype), y)

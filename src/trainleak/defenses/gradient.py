@@ -77,7 +77,7 @@ class ClipNorm:
 
     Clipping the whole update is one global rescaling: exact decoders that infer the scale
     (the erasure decoder does, from its single-sample rows) are not slowed by it. Per-sample
-    clipping with noise (DP-SGD) is a training-time defense, see :mod:`trainleak.training`.
+    clipping with noise (DP-SGD) is a training-time defense, see :mod:`trainleak.systems.training`.
     """
 
     max_norm: float

@@ -5,7 +5,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from trainleak.attacks.base import Reconstruction
-from trainleak.training import History
+from trainleak.systems.training import History
 
 
 def loss_curve_figure(

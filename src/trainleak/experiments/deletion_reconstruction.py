@@ -22,8 +22,12 @@ from threadpoolctl import threadpool_limits
 from trainleak.bounds.deletion import majority_vote_recovery, single_release_limit
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
 from trainleak.progress import Progress
-from trainleak.unlearning.leakage import distinguishing_advantage, rr_transcript_rates
-from trainleak.unlearning.mechanisms import DPLogisticRegression, ExactSum, UnlearningMechanism
+from trainleak.scenarios.deletion import distinguishing_advantage, rr_transcript_rates
+from trainleak.systems.unlearning.retraining import (
+    DPLogisticRegression,
+    ExactSum,
+    UnlearningMechanism,
+)
 
 _NOTES = """Measured: n honest uniform bits released by randomized response (flip probability
 1/(1+e^eps)); the adversary inserts max(k) records and deletes them one by one; majority vote over

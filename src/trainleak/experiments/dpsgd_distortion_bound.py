@@ -26,14 +26,14 @@ from matplotlib.figure import Figure
 from trainleak.attacks.informed import MAPTrajectoryAttack, PosteriorMeanAttack
 from trainleak.bounds.dpsgd import Schedule, dpsgd_distortion_bound, noise_for_epsilon
 from trainleak.bounds.entropy import pool_distances_sq
-from trainleak.bounds.reference import guo_unbiased_bound, hayes_mse_bound
+from trainleak.bounds.published import guo_unbiased_bound, hayes_mse_bound
 from trainleak.data import ImageDataset, load_digits, load_mnist
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
-from trainleak.features import LPIPSFormulaMap, train_feature_net
+from trainleak.metrics.features import LPIPSFormulaMap, train_feature_net
 from trainleak.models.registry import model_spec
 from trainleak.progress import Progress
 from trainleak.releases.base import Knowledge
-from trainleak.training.dp import DPSGDConfig, train_dpsgd
+from trainleak.systems.training.dp import DPSGDConfig, train_dpsgd
 
 
 class DPSGDBoundConfig(ExperimentConfig):

@@ -25,9 +25,9 @@ from pydantic import Field
 from trainleak.attacks.gradient.erasure import ErasureDecodingPassive
 from trainleak.attacks.gradient.inverting import InvertingGradients
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
-from trainleak.federated.data import Pool, PoolName, load_pool
-from trainleak.federated.scenarios import active_cell, passive_cell, trained_mlp
 from trainleak.progress import Progress
+from trainleak.scenarios.federated import active_cell, passive_cell, trained_mlp
+from trainleak.systems.federated.data import Pool, PoolName, load_pool
 
 _DEFAULT_SETS: tuple[PoolName, ...] = ("mnist", "cifar10", "breast_cancer")
 

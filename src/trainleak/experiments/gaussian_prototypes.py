@@ -26,18 +26,14 @@ import torch
 from matplotlib.figure import Figure
 from pydantic import Field
 
-from trainleak.attacks.checkpoint.prototypes import (
-    PrototypeReconstruction,
-    hull_escape_fraction,
-    matched_error,
-    specialization_ratio,
-)
+from trainleak.attacks.checkpoint.prototypes import PrototypeReconstruction
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
+from trainleak.metrics.prototypes import hull_escape_fraction, matched_error, specialization_ratio
 from trainleak.models.gaussian import GaussianMLP
 from trainleak.models.registry import model_spec
 from trainleak.progress import Progress
 from trainleak.releases import Checkpoint, Knowledge
-from trainleak.training.prototype_losses import train_prototype_mlp
+from trainleak.systems.training.prototypes import train_prototype_mlp
 
 MASKS: list[tuple[int, ...]] = list(itertools.product((0, 1), repeat=3))
 

@@ -32,10 +32,10 @@ from trainleak.bounds.jacobian import (
 )
 from trainleak.errors import ShapeError
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
-from trainleak.federated.data import load_pool
-from trainleak.federated.functional import batch_gradient
+from trainleak.models.functional import batch_gradient
 from trainleak.models.registry import build_model, model_spec
 from trainleak.progress import Progress
+from trainleak.systems.federated.data import load_pool
 
 NOTES = """\
 Measured: numerical rank of the FedSGD update Jacobian (float64, singular values above

@@ -36,7 +36,7 @@ from trainleak.metrics import (
 from trainleak.models import model_spec
 from trainleak.progress import Progress
 from trainleak.releases import Checkpoint, Knowledge
-from trainleak.training import History, TrainConfig, train_checkpoint
+from trainleak.systems.training import History, TrainConfig, train_checkpoint
 
 
 class KKTConfig(ExperimentConfig):

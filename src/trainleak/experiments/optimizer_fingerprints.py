@@ -23,7 +23,6 @@ from matplotlib.figure import Figure
 from pydantic import Field
 
 from trainleak.attacks.checkpoint.kkt import KKTReconstruction
-from trainleak.attacks.checkpoint.profile import kkt_residual, linf_saturation, spectral_flatness
 from trainleak.attacks.checkpoint.targets import target_for_optimizer
 from trainleak.data import balanced_binary, load_dataset, to_symmetric
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
@@ -32,7 +31,12 @@ from trainleak.metrics import evaluate_reconstruction, random_candidates
 from trainleak.models import model_spec
 from trainleak.progress import Progress
 from trainleak.releases import Knowledge
-from trainleak.training import TrainConfig, train_checkpoint
+from trainleak.scenarios.implicit_bias import (
+    kkt_residual,
+    linf_saturation,
+    spectral_flatness,
+)
+from trainleak.systems.training import TrainConfig, train_checkpoint
 
 # Learning rates come from ``default_lr`` (GD: 0.5 * 64 / d; Muon 0.02; Adam 1e-3).
 OPTIMIZERS: dict[str, dict[str, Any]] = {

@@ -36,6 +36,7 @@ from trainleak.attacks.checkpoint.init_final import (
     SubspaceParameterMatching,
     TwoLayerChange,
 )
+from trainleak.bounds.random_features import empirical_transition, width_threshold
 from trainleak.data import balanced_subset, load_dataset, to_symmetric
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
 from trainleak.metrics import (
@@ -48,8 +49,7 @@ from trainleak.models import model_spec
 from trainleak.models.random_features import random_features_checkpoint
 from trainleak.progress import Progress
 from trainleak.releases import Checkpoint, Knowledge
-from trainleak.theory.random_features import empirical_transition, width_threshold
-from trainleak.training import History, TrainConfig, train_checkpoint
+from trainleak.systems.training import History, TrainConfig, train_checkpoint
 
 Dataset = Literal["digits", "mnist", "cifar10"]
 _DATASETS: tuple[Dataset, ...] = ("digits", "mnist", "cifar10")

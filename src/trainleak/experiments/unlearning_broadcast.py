@@ -17,17 +17,14 @@ from matplotlib.figure import Figure
 from pydantic import Field
 from threadpoolctl import threadpool_limits
 
+from trainleak.attacks.unlearning.probing import plan_own_batches, plan_unrestricted
+from trainleak.defenses.probe_detection import detectability
 from trainleak.errors import ConfigError
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
 from trainleak.progress import Progress
 from trainleak.releases.unlearning import SummaryMessage
-from trainleak.unlearning.features import FeatureKind, frozen_features
-from trainleak.unlearning.probes import (
-    detectability,
-    plan_own_batches,
-    plan_unrestricted,
-)
-from trainleak.unlearning.simulate import ProtocolSetting, run_protocol
+from trainleak.scenarios.unlearning import ProtocolSetting, run_protocol
+from trainleak.systems.unlearning.feature_maps import FeatureKind, frozen_features
 
 _NOTES = """Measured: a server with `n_server` honest records (ridge head, lam = 1) and a malicious
 client with `n_own` records. Per trial the client probes (unrestricted: ceil(d/c) summaries with

@@ -26,9 +26,9 @@ from trainleak.attacks.informed import InformedRidgeAttack
 from trainleak.bounds.zcdp import zcdp_mse_bound
 from trainleak.data import load_digits
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
-from trainleak.mechanisms import ridge_output_perturbation, sphere_records, subspace_records
 from trainleak.progress import Progress
 from trainleak.releases.base import Knowledge
+from trainleak.systems.mechanisms import ridge_output_perturbation, sphere_records, subspace_records
 
 
 class ZCDPTransitionConfig(ExperimentConfig):

@@ -11,7 +11,6 @@ from trainleak.metrics.baselines import (
     mean_image_candidates,
     random_candidates,
 )
-from trainleak.metrics.grid import reconstruction_grid
 from trainleak.metrics.image import (
     SSIM_MIN_SIDE,
     as_image_batch,
@@ -20,6 +19,7 @@ from trainleak.metrics.image import (
     ssim,
     ssim_matrix,
 )
+from trainleak.metrics.image_grid import reconstruction_grid
 from trainleak.metrics.matching import (
     MatchMethod,
     ReconstructionScores,

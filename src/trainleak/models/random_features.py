@@ -5,7 +5,7 @@ where gradient descent converges), the change a_T - a_0 is the minimum-norm corr
 Phi^T (Phi Phi^T)^{-1} (y - Phi a_0), with Phi = sigma(X W^T): it lies in the span of the
 training points' feature vectors. That is the fact parameter-change matching inverts
 (:mod:`trainleak.attacks.checkpoint.init_final`), and the setting of the finite-width recovery
-guarantee (:mod:`trainleak.theory.random_features`).
+guarantee (:mod:`trainleak.bounds.random_features`).
 
 References:
     Iurada, Bombari, Tommasi and Mondelli, "A Law of Data Reconstruction for Random Features

@@ -11,7 +11,7 @@ from torch import nn
 from trainleak.errors import ConfigError
 from trainleak.models.convnet import ConvNet
 from trainleak.models.mlp import MLP, HomogeneousMLP
-from trainleak.releases.checkpoint import ModelSpec, StateDict
+from trainleak.models.spec import ModelSpec, StateDict
 
 _BUILDERS: dict[str, Callable[..., nn.Module]] = {
     "mlp": MLP,

@@ -9,7 +9,7 @@ face the target's clipped gradient plus Gaussian noise alone, which is the chann
 leakage bound of :mod:`trainleak.bounds.dpsgd` is proved for.
 
 :class:`PrivateRegression` is the output of ridge regression with Gaussian output
-perturbation (:mod:`trainleak.mechanisms`).
+perturbation (:mod:`trainleak.systems.mechanisms`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import torch
 
 from trainleak.errors import ShapeError
+from trainleak.models.spec import ModelSpec
 from trainleak.releases.base import Release
-from trainleak.releases.checkpoint import ModelSpec
 
 
 @dataclass(frozen=True)

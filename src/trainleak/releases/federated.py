@@ -23,8 +23,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from trainleak.errors import ConfigError, ShapeError
+from trainleak.models.registry import build_model
+from trainleak.models.spec import ModelSpec, StateDict, load_state_dict
 from trainleak.releases.base import Release
-from trainleak.releases.checkpoint import ModelSpec, StateDict, load_state_dict
 
 UpdateKind = Literal["gradient", "delta"]
 
@@ -214,8 +215,6 @@ def _check_update(parameters: StateDict, update: StateDict) -> None:
 
 
 def _check_against_architecture(spec: ModelSpec, parameters: StateDict) -> None:
-    from trainleak.models.registry import build_model  # models import releases: keep lazy
-
     with torch.device("meta"):
         model = build_model(spec, seed=0)
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
@@ -230,3 +229,33 @@ def _check_against_architecture(spec: ModelSpec, parameters: StateDict) -> None:
     extra = sorted(set(parameters) - set(expected))
     if extra:
         raise ShapeError(f"parameters {extra[:8]} are not in architecture {spec.kind!r}")
+
+
+@dataclass(frozen=True)
+class ImprintLayout:
+    """Where the bins are: the first layer's neurons, grouped and sorted by threshold.
+
+    Attributes:
+        groups: one index tensor per group, neurons sorted by increasing threshold (so row k
+            minus row k+1 is bin k). Neurons in no group form groups of one.
+        thresholds: per group, the sorted thresholds ``t_k``.
+    """
+
+    groups: tuple[torch.Tensor, ...]
+    thresholds: tuple[torch.Tensor, ...]
+
+    @property
+    def n_imprint_groups(self) -> int:
+        """Groups of two or more neurons (the imprint part)."""
+        return sum(1 for g in self.groups if g.numel() > 1)
+
+    def difference_index(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Index pairs ``(row, next)``: transformed row ``r`` is ``G[row[r]] - G[next[r]]``.
+
+        ``next`` is -1 for the last bin of a group (nothing to subtract).
+        """
+        rows, nxt = [], []
+        for g in self.groups:
+            rows.append(g)
+            nxt.append(torch.cat([g[1:], torch.tensor([-1], dtype=torch.long)]))
+        return torch.cat(rows), torch.cat(nxt)

@@ -7,8 +7,8 @@ import torch
 from trainleak.models.registry import model_spec
 from trainleak.releases.base import Knowledge
 from trainleak.releases.checkpoint import Checkpoint
-from trainleak.training.config import TrainConfig
-from trainleak.training.loop import train_checkpoint
+from trainleak.systems.training.config import TrainConfig
+from trainleak.systems.training.loop import train_checkpoint
 
 
 def tiny_binary_checkpoint(seed: int = 0) -> tuple[Checkpoint, Knowledge]:

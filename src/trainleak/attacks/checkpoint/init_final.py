@@ -15,7 +15,7 @@ The *subspace-aware* attack uses one more exact fact: for a first layer trained 
 loss, dL/dW_1 = sum_i delta_i x_i^T, so every row of W_1T - W_1_0 lies in span{x_i}. It takes
 the top right singular vectors V_s of that change and searches x_hat = V_s z inside them with
 the last-layer projection loss; the unknowns fall from n d to n s (and the width a provable
-recovery needs from about d n to s n, see :mod:`trainleak.theory.random_features`).
+recovery needs from about d n to s n, see :mod:`trainleak.bounds.random_features`).
 
 References:
     Tansley, Makhlouf, Massart et al., "Efficient Techniques for Data Reconstruction, with
@@ -40,12 +40,12 @@ from trainleak.attacks.base import (
     check_hparam,
     register_attack,
 )
+from trainleak.bounds.random_features import projection_loss
 from trainleak.errors import ConfigError
 from trainleak.models.random_features import activation_fn, activation_grad
 from trainleak.progress import Progress, report_every
 from trainleak.releases.base import Knowledge
 from trainleak.releases.checkpoint import Checkpoint
-from trainleak.theory.random_features import projection_loss
 
 Constraint = Literal["sphere", "none"]
 SUPPORTED = ("mlp", "homogeneous_mlp", "random_features")
@@ -445,8 +445,8 @@ class SubspaceParameterMatching(_Search):
 def tiny_two_layer_checkpoint(seed: int = 0) -> tuple[Checkpoint, Knowledge]:
     """A 16-24-2 ReLU MLP trained by GD on 4 random points (a conformance fixture)."""
     from trainleak.models.registry import model_spec
-    from trainleak.training.config import TrainConfig
-    from trainleak.training.loop import train_checkpoint
+    from trainleak.systems.training.config import TrainConfig
+    from trainleak.systems.training.loop import train_checkpoint
 
     gen = torch.Generator().manual_seed(seed)
     x = torch.rand(4, 1, 4, 4, generator=gen) * 2 - 1

@@ -4,7 +4,7 @@ In f(x) = sum_j v_j exp(-(w_j x + b_j)^2) + c each hidden unit peaks at p_j = -b
 the width equals the data-set size and training makes units specialise, the set {p_j} is a
 reconstruction of the training inputs (Alba and Lopez-Rubio 2026). The attack is a closed-form
 read-out; what the study varies is the *training objective* that makes it more or less
-accurate (see :mod:`trainleak.training.prototype_losses` and the ``gaussian-prototypes``
+accurate (see :mod:`trainleak.systems.training.prototypes` and the ``gaussian-prototypes``
 experiment).
 
 The module also holds the study's evaluation functions (they use the ground truth, so the
@@ -21,9 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 import torch
-from scipy.optimize import linear_sum_assignment
 
 from trainleak.attacks.base import (
     Attack,
@@ -153,43 +151,3 @@ def _read_units(release: Checkpoint) -> tuple[torch.Tensor, torch.Tensor, torch.
             f"{tuple(w.shape)}; release one replica (GaussianMLP.replica_state)"
         )
     return w[0], b[0], v[0]
-
-
-def matched_error(x: torch.Tensor, protos: torch.Tensor) -> tuple[float, torch.Tensor]:
-    """Mean |x_i - p_pi(i)| under the Hungarian assignment of samples to prototypes.
-
-    Args:
-        x: ``(n,)`` training inputs.
-        protos: ``(m,)`` prototypes, ``m >= n``.
-
-    Returns:
-        The mean matched absolute error and ``pi`` (``(n,)`` prototype indices).
-
-    Raises:
-        ShapeError: when there are fewer prototypes than samples.
-    """
-    xs, ps = x.reshape(-1).double(), protos.reshape(-1).double()
-    if len(ps) < len(xs):
-        raise ShapeError(f"need at least {len(xs)} prototypes, received {len(ps)}")
-    cost = (xs.unsqueeze(1) - ps.unsqueeze(0)).abs().numpy()
-    rows, cols = linear_sum_assignment(cost)
-    perm = np.empty(len(xs), dtype=np.int64)
-    perm[rows] = cols
-    return float(cost[rows, cols].mean()), torch.from_numpy(perm)
-
-
-def specialization_ratio(x: torch.Tensor, protos: torch.Tensor) -> float:
-    """Share of prototypes that are the nearest prototype of at least one sample.
-
-    SR = |{argmin_j |x_i - p_j| : i}| / m, with m the number of prototypes.
-    """
-    xs, ps = x.reshape(-1).double(), protos.reshape(-1).double()
-    nearest = (xs.unsqueeze(1) - ps.unsqueeze(0)).abs().argmin(1)
-    return float(nearest.unique().numel() / ps.numel())
-
-
-def hull_escape_fraction(x: torch.Tensor, protos: torch.Tensor) -> float:
-    """Share of prototypes outside the data's convex hull [min x, max x]."""
-    xs, ps = x.reshape(-1).double(), protos.reshape(-1).double()
-    outside = (ps < xs.min()) | (ps > xs.max())
-    return float(outside.double().mean())

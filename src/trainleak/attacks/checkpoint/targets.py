@@ -61,7 +61,7 @@ class L2Target:
         return sum(((p - q) ** 2).sum() for p, q in zip(self.theta, g)) / self.norm_sq  # type: ignore[return-value]
 
 
-def polar(w: torch.Tensor) -> torch.Tensor:
+def spectral_direction(w: torch.Tensor) -> torch.Tensor:
     """Polar factor U V^T of a matrix (the steepest spectral-norm direction)."""
     u, _, vh = torch.linalg.svd(w.double(), full_matrices=False)
     return (u @ vh).to(w.dtype)
@@ -70,10 +70,11 @@ def polar(w: torch.Tensor) -> torch.Tensor:
 class SpectralTarget:
     """Muon: g_l = c * mu_l * U_l M_l V_l^T with mu on the simplex, M_l PSD with trace 1.
 
-    ``psd=False`` uses M_l = I / k on all singular directions (T_l = mu_l * polar(W_l), up to
-    scale); ``psd=True`` learns M_l = L L^T / tr(L L^T) on the top singular subspace (the
-    singular values within ``tol`` of the largest). The overall scale c is fixed so that the
-    target has the norm of theta, which rules out the trivial solution g = 0.
+    ``psd=False`` uses M_l = I / k on all singular directions (T_l = mu_l *
+    spectral_direction(W_l), up to scale); ``psd=True`` learns M_l = L L^T / tr(L L^T) on the
+    top singular subspace (the singular values within ``tol`` of the largest). The overall
+    scale c is fixed so that the target has the norm of theta, which rules out the trivial
+    solution g = 0.
     """
 
     def __init__(self, theta: list[torch.Tensor], *, psd: bool = False, tol: float = 0.1) -> None:

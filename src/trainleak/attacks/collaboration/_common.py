@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainleak.collaboration.parties import DCParty, collaborate
 from trainleak.errors import MissingKnowledgeError, ShapeError
 from trainleak.releases.base import Knowledge
 from trainleak.releases.collaboration import Disclosure, SharedRepresentations
+from trainleak.systems.collaboration.parties import DCParty, collaborate
 
 
 def disclosures(

@@ -36,11 +36,11 @@ from trainleak.attacks.collaboration._common import (
     targets,
     tiny_collaboration,
 )
-from trainleak.collaboration.analyst import align
-from trainleak.collaboration.linalg import polar, procrustes_affine
+from trainleak.linalg import polar, procrustes_affine
 from trainleak.progress import Progress
 from trainleak.releases.base import Knowledge
 from trainleak.releases.collaboration import SharedRepresentations
+from trainleak.systems.collaboration.analyst import align
 
 
 def _result(rows: list[np.ndarray], parties: list[int], **diagnostics: object) -> Reconstruction:
@@ -145,7 +145,8 @@ class PivotAttack(_CollusionAttack):
     """Map the analyst's collaborative representation back to raw space via the colluders.
 
     Args:
-        alignment: the analyst's alignment method (see :func:`trainleak.collaboration.align`).
+        alignment: the analyst's alignment method
+            (see :func:`trainleak.systems.collaboration.align`).
         power_iters: power iterations of the spectral GOPP alignment.
         fit: ``"procrustes"`` (orthogonal map plus shift) or ``"linear"`` (least-squares affine
             map; needs at least ``m + 1`` colluder rows).

@@ -9,7 +9,7 @@ from torch import nn
 
 from trainleak.attacks.base import Attack
 from trainleak.errors import ConfigError
-from trainleak.federated.functional import instantiate
+from trainleak.models.functional import instantiate
 from trainleak.releases.base import Knowledge
 from trainleak.releases.federated import GradientUpdate
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import torch
 
 from trainleak.attacks.gradient._common import tiny_batch
-from trainleak.federated.client import fedsgd_update
-from trainleak.federated.imprint import malicious_mlp
 from trainleak.models.registry import build_model, model_spec
 from trainleak.releases.base import Knowledge
 from trainleak.releases.federated import GradientUpdate
+from trainleak.systems.federated.client import fedsgd_update
+from trainleak.systems.federated.malicious import malicious_mlp
 
 
 def tiny_malicious_update(seed: int = 0, batch: int = 6) -> tuple[GradientUpdate, Knowledge]:

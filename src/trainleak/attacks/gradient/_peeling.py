@@ -31,11 +31,11 @@ import torch
 from torch import nn
 
 from trainleak.attacks.gradient._span import SpanDecoder
+from trainleak.attacks.gradient.layout import difference_last, difference_rows
 from trainleak.errors import ConfigError
-from trainleak.federated.functional import FirstLayerSplit, state_norm, sum_gradient
-from trainleak.federated.imprint import difference_last, difference_rows
+from trainleak.models.functional import FirstLayerSplit, state_norm, sum_gradient
+from trainleak.models.spec import StateDict
 from trainleak.progress import Progress, report_every
-from trainleak.releases.checkpoint import StateDict
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class PeelingDecoder:
         model: the model at the broadcast state, in the update's dtype.
         update: the FedSGD gradient, by parameter name.
         transform: ``(row, next)`` index pair of the row transform (see
-            :meth:`trainleak.federated.ImprintLayout.difference_index`).
+            :meth:`trainleak.systems.federated.ImprintLayout.difference_index`).
         batch_size: ``B`` when the server knows it, else ``None`` (then inferred).
         settings: tolerances and limits.
     """

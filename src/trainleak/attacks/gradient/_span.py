@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from trainleak.federated.functional import FirstLayerSplit
+from trainleak.models.functional import FirstLayerSplit
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ mixes exactly the samples that activate neuron ``j``. Read as a code, samples ar
 symbols, rows are coded symbols and a sample that does not reach a row is an erasure.
 
 * **Active** (:class:`ErasureDecodingActive`): a malicious server sets several groups of
-  cumulative imprint bins on different projections (:func:`trainleak.federated.malicious_mlp`),
+  cumulative imprint bins on different projections
+  (:func:`trainleak.systems.federated.malicious_mlp`),
   so each sample lands in one bin per group: a random L-uniform hypergraph. Peeling (recover
   single-sample bins, subtract their full per-sample gradients everywhere, repeat) succeeds
   while the load ``B / (L K)`` stays below the 2-core threshold (about 0.82 for L = 3),
@@ -48,8 +49,8 @@ from trainleak.attacks.gradient._common import (
 )
 from trainleak.attacks.gradient._peeling import DecodeOutcome, PeelingDecoder, default_settings
 from trainleak.attacks.gradient._span import SpanDecoder
-from trainleak.federated.functional import FirstLayerSplit
-from trainleak.federated.imprint import detect_layout
+from trainleak.attacks.gradient.layout import detect_layout
+from trainleak.models.functional import FirstLayerSplit
 from trainleak.progress import Progress
 from trainleak.releases.base import Knowledge
 from trainleak.releases.federated import GradientUpdate

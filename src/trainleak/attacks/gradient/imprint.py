@@ -25,8 +25,8 @@ from trainleak.attacks.gradient._common import (
     input_shape,
     require_fedsgd,
 )
-from trainleak.federated.functional import FirstLayerSplit
-from trainleak.federated.imprint import detect_layout, difference_rows
+from trainleak.attacks.gradient.layout import detect_layout, difference_rows
+from trainleak.models.functional import FirstLayerSplit
 from trainleak.progress import Progress
 from trainleak.releases.base import Knowledge
 from trainleak.releases.federated import GradientUpdate

@@ -17,7 +17,7 @@ def tiny_trajectory(
 
     The prior is a pool of 20 held-out digits containing the target (index ``target``).
     """
-    from trainleak.training.dp import DPSGDConfig, train_dpsgd
+    from trainleak.systems.training.dp import DPSGDConfig, train_dpsgd
 
     ds = load_digits()
     others = (ds.x[:30], ds.y[:30])
@@ -41,7 +41,7 @@ def tiny_regression(
     rho: float = 1e4, d: int = 8, seed: int = 0
 ) -> tuple[PrivateRegression, Knowledge]:
     """Private ridge regression on 2d unit-sphere records; the target is the last record."""
-    from trainleak.mechanisms.regression import ridge_output_perturbation, sphere_records
+    from trainleak.systems.mechanisms.regression import ridge_output_perturbation, sphere_records
 
     g = torch.Generator().manual_seed(seed)
     x, y = sphere_records(2 * d, d, g)

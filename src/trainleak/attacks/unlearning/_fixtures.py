@@ -7,9 +7,9 @@ import torch
 
 from trainleak.releases.base import Knowledge
 from trainleak.releases.unlearning import BroadcastLog, DeletionTranscript
-from trainleak.unlearning.mechanisms import RandomizedResponse, UnlearningMechanism
-from trainleak.unlearning.probes import ProbingClient
-from trainleak.unlearning.server import ExactUnlearningServer
+from trainleak.scenarios.probing_client import ProbingClient
+from trainleak.systems.unlearning.retraining import RandomizedResponse, UnlearningMechanism
+from trainleak.systems.unlearning.server import ExactUnlearningServer
 
 
 def tiny_broadcast_log(

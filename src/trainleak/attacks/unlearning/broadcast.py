@@ -4,7 +4,7 @@ A malicious client probes the server with known changes, identifies the hidden s
 ``(A, B)`` from the broadcast heads (the rank condition ``rank(D) = d``), and inverts every
 isolated deletion by another client from the rank-one footprint
 ``A_t W_{t+1} - B_t = phi (phi^T W_{t+1} - y^T)``: features up to float precision, and the
-label. See :mod:`trainleak.unlearning.identify` for the algebra.
+label. See :mod:`trainleak.attacks.unlearning.identify` for the algebra.
 
 References:
     Seed system 6 (trainleak's seed briefs, section 6); server of Quan, Wu, Montana, arXiv
@@ -26,12 +26,12 @@ from trainleak.attacks.base import (
     check_hparam,
     register_attack,
 )
+from trainleak.attacks.unlearning.identify import recover_deletion
+from trainleak.attacks.unlearning.probing import identify_before
 from trainleak.errors import ShapeError
 from trainleak.progress import Progress, report_every
 from trainleak.releases.base import Knowledge
 from trainleak.releases.unlearning import BroadcastLog
-from trainleak.unlearning.identify import recover_deletion
-from trainleak.unlearning.probes import identify_before
 
 
 @register_attack

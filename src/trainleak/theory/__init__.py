@@ -1,1 +1,0 @@
-"""Pure, documented math behind attacks and bounds (no training, no data loading)."""
