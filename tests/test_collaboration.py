@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainleak.attacks.collaboration._common import tiny_collaboration
+from release_fixtures import tiny_collaboration
 from trainleak.attacks.collaboration.collusion import (
     AnchorInversionAttack,
     AnchorProcrustesAttack,
@@ -17,7 +17,8 @@ from trainleak.errors import MissingKnowledgeError, ShapeError
 from trainleak.metrics.collaboration import linkage_rate, relative_error
 from trainleak.releases.base import Knowledge
 from trainleak.releases.collaboration import SharedRepresentations, Upload
-from trainleak.systems.collaboration import DCParty, align, collaborate
+from trainleak.releases.collaboration_alignment import align
+from trainleak.systems.collaboration import DCParty, collaborate
 from trainleak.systems.collaboration.data import random_anchor, synthetic_faces
 
 

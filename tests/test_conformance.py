@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 
+from conformance_cases import CASES
 from trainleak.attacks import available_attacks
 from trainleak.attacks.base import Attack, Reconstruction
 from trainleak.errors import ConfigError, MissingKnowledgeError, ReleaseTypeError
@@ -22,11 +23,18 @@ class _AlienRelease(Release):
 
 
 def _case(cls: type[Attack[Any]]) -> Any:
-    return cls.conformance_case()
+    return CASES[cls.name]()
 
 
 def test_registry_is_not_empty() -> None:
     assert "kkt" in ATTACKS
+
+
+def test_conformance_table_covers_every_registered_attack() -> None:
+    missing = sorted(set(ATTACKS) - set(CASES))
+    stale = sorted(set(CASES) - set(ATTACKS))
+    assert not missing, f"attacks without a conformance case: {missing}"
+    assert not stale, f"conformance cases for attacks that are not registered: {stale}"
 
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))

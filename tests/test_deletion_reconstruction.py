@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from trainleak.attacks.unlearning._fixtures import tiny_transcript
+from release_fixtures import tiny_transcript
 from trainleak.attacks.unlearning.retraining import RetrainingReconstructionAttack
 from trainleak.bounds.deletion import majority_vote_recovery, single_release_limit
 from trainleak.errors import ConfigError

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from release_fixtures import tiny_regression, tiny_trajectory
 from trainleak.attacks.informed import (
     MAPTrajectoryAttack,
     PopulationMeanBaseline,
     PosteriorMeanAttack,
 )
-from trainleak.attacks.informed._fixtures import tiny_regression, tiny_trajectory
 from trainleak.attacks.informed._trajectory import TrajectoryModel
 from trainleak.bounds.dpsgd import Schedule, dpsgd_distortion_bound
 from trainleak.errors import ConfigError, MissingKnowledgeError, ReleaseTypeError

@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from release_fixtures import tiny_honest_update, tiny_malicious_update
 from trainleak.attacks.gradient._common import tiny_batch
-from trainleak.attacks.gradient._fixtures import tiny_honest_update, tiny_malicious_update
 from trainleak.attacks.gradient.layout import detect_layout
 from trainleak.defenses import chain
 from trainleak.defenses.gradient import ClipNorm, GaussianNoise, Quantize

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from release_fixtures import tiny_honest_update, tiny_malicious_update
 from trainleak.attacks.base import Reconstruction
 from trainleak.attacks.gradient._common import tiny_batch
-from trainleak.attacks.gradient._fixtures import tiny_honest_update, tiny_malicious_update
 from trainleak.attacks.gradient._objectives import recover_labels
 from trainleak.attacks.gradient.dlg import IDLG
 from trainleak.attacks.gradient.erasure import ErasureDecodingActive, ErasureDecodingPassive

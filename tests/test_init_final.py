@@ -7,18 +7,18 @@ from collections.abc import Iterator
 import pytest
 import torch
 
+from release_fixtures import tiny_two_layer_checkpoint
 from trainleak.attacks.checkpoint.init_final import (
     ParameterChangeMatching,
     SubspaceParameterMatching,
     TwoLayerChange,
-    tiny_two_layer_checkpoint,
 )
 from trainleak.bounds.random_features import empirical_transition, projection_loss, width_threshold
 from trainleak.errors import ConfigError, ShapeError
 from trainleak.experiments.subspace_reconstruction import matched_l2_error
-from trainleak.models.random_features import random_features_checkpoint
 from trainleak.models.registry import build_model, model_spec
 from trainleak.releases import Checkpoint, Knowledge
+from trainleak.systems.training.random_features import random_features_checkpoint
 
 
 @pytest.fixture(autouse=True)

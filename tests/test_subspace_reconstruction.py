@@ -16,9 +16,9 @@ from trainleak.data import balanced_subset, load_digits, to_symmetric
 from trainleak.experiments.subspace_reconstruction import matched_l2_error, span_energy
 from trainleak.metrics import evaluate_reconstruction
 from trainleak.models import model_spec
-from trainleak.models.random_features import random_features_checkpoint
 from trainleak.releases import Knowledge
 from trainleak.systems.training import TrainConfig, train_checkpoint
+from trainleak.systems.training.random_features import random_features_checkpoint
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainleak.attacks.unlearning._fixtures import tiny_broadcast_log
+from release_fixtures import tiny_broadcast_log
 from trainleak.attacks.unlearning.broadcast import BroadcastDeletionAttack
 from trainleak.attacks.unlearning.identify import identify_state, recover_summary
 from trainleak.attacks.unlearning.probing import (

@@ -11,7 +11,6 @@ from typing import Any
 from trainleak._discovery import import_submodules
 from trainleak.attacks.base import (
     Attack,
-    ConformanceCase,
     Reconstruction,
     register_attack,
     registered_attacks,
@@ -35,7 +34,6 @@ def get_attack(name: str, **params: Any) -> Attack[Any]:
 
 __all__ = [
     "Attack",
-    "ConformanceCase",
     "Reconstruction",
     "available_attacks",
     "get_attack",

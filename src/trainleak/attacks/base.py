@@ -57,29 +57,13 @@ class Reconstruction:
         return int(self.inputs.shape[0])
 
 
-@dataclass(frozen=True)
-class ConformanceCase:
-    """A tiny, fast problem every registered attack provides for the conformance suite.
-
-    Attributes:
-        release: a release of the attack's type.
-        knowledge: knowledge that satisfies the attack's requirements.
-        fast_params: hyper-parameters that make the run take about a second.
-        bad_params: hyper-parameters that must be refused with :class:`ConfigError`.
-    """
-
-    release: Release
-    knowledge: Knowledge
-    fast_params: dict[str, Any]
-    bad_params: list[dict[str, Any]]
-
-
 class Attack(Generic[R]):
     """Base class: maps (Release, Knowledge) to a :class:`Reconstruction`.
 
     Subclasses set ``name``, ``summary``, ``release_type`` and ``requires``, are decorated with
     ``@dataclass(frozen=True, kw_only=True)`` and ``@register_attack``, and implement ``run``,
-    ``validate`` and ``conformance_case``.
+    and ``validate``. Each registered attack has a case in the conformance table
+    (``tests/conformance_cases.py``), which a test keeps complete.
     """
 
     name: ClassVar[str] = ""
@@ -137,11 +121,6 @@ class Attack(Generic[R]):
     def expected_shape(self, release: R, knowledge: Knowledge) -> tuple[int, ...] | None:
         """The shape of one reconstructed input (default: ``knowledge.input_shape``)."""
         return knowledge.input_shape
-
-    @classmethod
-    def conformance_case(cls) -> ConformanceCase:
-        """A tiny problem for the conformance suite (see :class:`ConformanceCase`)."""
-        raise NotImplementedError(f"{cls.__name__} provides no conformance case")
 
 
 _ATTACKS: dict[str, type[Attack[Any]]] = {}

@@ -46,8 +46,11 @@ class GaussianNoise:
 
     Example:
         >>> import torch
-        >>> from trainleak.attacks.gradient._fixtures import tiny_honest_update
-        >>> upd, _ = tiny_honest_update()
+        >>> from trainleak.models import build_model, model_spec
+        >>> from trainleak.systems.federated import fedsgd_update
+        >>> spec = model_spec("mlp", input_shape=(12,), hidden=[64], out_dim=3)
+        >>> params = build_model(spec, seed=0).state_dict()
+        >>> upd = fedsgd_update(spec, params, torch.rand(4, 12), torch.tensor([0, 1, 2, 0]))
         >>> noisy = GaussianNoise(0.1)(upd, torch.Generator().manual_seed(0))
         >>> bool((noisy.update["layers.0.bias"] != upd.update["layers.0.bias"]).any())
         True

@@ -29,7 +29,8 @@ from trainleak.experiments.base import ExperimentConfig, Result, experiment
 from trainleak.metrics.collaboration import downstream_accuracy, linkage_rate, relative_error
 from trainleak.progress import Progress
 from trainleak.releases.base import Knowledge
-from trainleak.systems.collaboration import DCParty, align, collaborate
+from trainleak.releases.collaboration_alignment import align
+from trainleak.systems.collaboration import DCParty, collaborate
 from trainleak.systems.collaboration.data import pca_embed, random_anchor, synthetic_faces
 
 _NOTES = """Measured: records are split into train/test per identity and dealt to the parties at

@@ -46,10 +46,10 @@ from trainleak.metrics import (
     reconstruction_grid,
 )
 from trainleak.models import model_spec
-from trainleak.models.random_features import random_features_checkpoint
 from trainleak.progress import Progress
 from trainleak.releases import Checkpoint, Knowledge
 from trainleak.systems.training import History, TrainConfig, train_checkpoint
+from trainleak.systems.training.random_features import random_features_checkpoint
 
 Dataset = Literal["digits", "mnist", "cifar10"]
 _DATASETS: tuple[Dataset, ...] = ("digits", "mnist", "cifar10")

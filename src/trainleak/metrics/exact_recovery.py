@@ -9,10 +9,22 @@ label that is not that sample's label.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 import torch
 
-from trainleak.attacks.base import Reconstruction
+
+class Candidates(Protocol):
+    """What scoring needs from a reconstruction: candidate inputs, labels and certificates."""
+
+    @property
+    def inputs(self) -> torch.Tensor: ...
+
+    @property
+    def labels(self) -> torch.Tensor | None: ...
+
+    @property
+    def certified(self) -> torch.Tensor | None: ...
 
 
 @dataclass(frozen=True)
@@ -48,7 +60,7 @@ def _linf(a: torch.Tensor, b: torch.Tensor, chunk: int = 256) -> torch.Tensor:
 
 
 def score_exact_recovery(
-    x: torch.Tensor, y: torch.Tensor, rec: Reconstruction, *, atol: float = 1e-6
+    x: torch.Tensor, y: torch.Tensor, rec: Candidates, *, atol: float = 1e-6
 ) -> ExactRecoveryScores:
     """Compare a reconstruction with the true batch ``(x, y)``.
 
@@ -63,8 +75,8 @@ def score_exact_recovery(
     """
     b = int(x.shape[0])
     xt = x.reshape(b, -1).to(torch.float64)
-    cand = rec.inputs.reshape(len(rec), -1).to(torch.float64)
-    if len(rec) == 0:
+    cand = rec.inputs.reshape(int(rec.inputs.shape[0]), -1).to(torch.float64)
+    if int(rec.inputs.shape[0]) == 0:
         return ExactRecoveryScores(b, 0.0, float("nan"), 0.0, 0, 0.0, float("inf"))
     dist = _linf(xt, cand)  # (B, n)
     best, which = dist.min(1)

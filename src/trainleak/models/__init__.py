@@ -1,13 +1,18 @@
-"""Architectures, built from serialisable specs."""
+"""Architectures built from serialisable specs (:class:`ModelSpec`), their weights, and
+functional autograd over them (:mod:`trainleak.models.functional`)."""
 
 from trainleak.models.convnet import ConvNet
 from trainleak.models.gaussian import GaussianMLP
 from trainleak.models.mlp import MLP, HomogeneousMLP
-from trainleak.models.random_features import RandomFeatures, random_features_checkpoint
+from trainleak.models.random_features import RandomFeatures
 from trainleak.models.registry import available_models, build_model, model_spec, register_model
+from trainleak.models.spec import ModelSpec, StateDict, load_state_dict
 
 __all__ = [
     "MLP",
+    "ModelSpec",
+    "StateDict",
+    "load_state_dict",
     "ConvNet",
     "GaussianMLP",
     "HomogeneousMLP",
@@ -15,6 +20,5 @@ __all__ = [
     "available_models",
     "build_model",
     "model_spec",
-    "random_features_checkpoint",
     "register_model",
 ]

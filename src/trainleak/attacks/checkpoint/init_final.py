@@ -35,7 +35,6 @@ import torch
 
 from trainleak.attacks.base import (
     Attack,
-    ConformanceCase,
     Reconstruction,
     check_hparam,
     register_attack,
@@ -328,13 +327,6 @@ class ParameterChangeMatching(_Search):
             trace=trace,
         )
 
-    @classmethod
-    def conformance_case(cls) -> ConformanceCase:
-        return _conformance(
-            {"steps": 20, "restarts": 1, "log_every": 10},
-            [{"params": "first"}, {"steps": -1}, {"restarts": 0}, {"lr": 0.0}],
-        )
-
 
 @register_attack
 @dataclass(frozen=True, kw_only=True)
@@ -433,31 +425,3 @@ class SubspaceParameterMatching(_Search):
             },
             trace=trace,
         )
-
-    @classmethod
-    def conformance_case(cls) -> ConformanceCase:
-        return _conformance(
-            {"steps": 20, "restarts": 1, "log_every": 10},
-            [{"energy": 0.0}, {"max_dim": 0}, {"source": "data"}, {"constraint": "ball"}],
-        )
-
-
-def tiny_two_layer_checkpoint(seed: int = 0) -> tuple[Checkpoint, Knowledge]:
-    """A 16-24-2 ReLU MLP trained by GD on 4 random points (a conformance fixture)."""
-    from trainleak.models.registry import model_spec
-    from trainleak.systems.training.config import TrainConfig
-    from trainleak.systems.training.loop import train_checkpoint
-
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.rand(4, 1, 4, 4, generator=gen) * 2 - 1
-    spec = model_spec("mlp", input_shape=(1, 4, 4), hidden=[24], out_dim=2)
-    cfg = TrainConfig(lr=0.2, steps=100, loss="cross_entropy", log_every=50)
-    ckpt, _ = train_checkpoint(spec, x, torch.arange(4) % 2, cfg, init_seed=seed)
-    return ckpt, Knowledge(input_shape=(1, 4, 4), value_range=(-1.0, 1.0), n_records=4)
-
-
-def _conformance(fast: dict[str, object], bad: list[dict[str, object]]) -> ConformanceCase:
-    ckpt, knowledge = tiny_two_layer_checkpoint()
-    return ConformanceCase(
-        release=ckpt, knowledge=knowledge, fast_params=dict(fast), bad_params=bad
-    )

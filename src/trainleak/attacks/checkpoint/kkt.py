@@ -30,7 +30,6 @@ import torch
 
 from trainleak.attacks.base import (
     Attack,
-    ConformanceCase,
     Reconstruction,
     check_hparam,
     register_attack,
@@ -144,18 +143,6 @@ class KKTReconstruction(Attack[Checkpoint]):
                 "target": target,
             },
             trace=trace,
-        )
-
-    @classmethod
-    def conformance_case(cls) -> ConformanceCase:
-        from trainleak.attacks.checkpoint._fixtures import tiny_binary_checkpoint
-
-        ckpt, knowledge = tiny_binary_checkpoint()
-        return ConformanceCase(
-            release=ckpt,
-            knowledge=knowledge,
-            fast_params={"n_candidates": 6, "steps": 20, "log_every": 10},
-            bad_params=[{"n_candidates": 0}, {"lr_x": -1.0}, {"momentum": 1.5}],
         )
 
 

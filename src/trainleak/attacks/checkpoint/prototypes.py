@@ -25,13 +25,11 @@ import torch
 
 from trainleak.attacks.base import (
     Attack,
-    ConformanceCase,
     Reconstruction,
     check_hparam,
     register_attack,
 )
 from trainleak.errors import ConfigError, ShapeError
-from trainleak.models.gaussian import GaussianMLP  # also registers the 'gaussian_mlp' kind
 from trainleak.progress import Progress
 from trainleak.releases.base import Knowledge
 from trainleak.releases.checkpoint import Checkpoint
@@ -113,22 +111,6 @@ class PrototypeReconstruction(Attack[Checkpoint]):
             inputs=protos.reshape(-1, 1),
             scores=scores,
             diagnostics={"n_units": int(w.numel()), "n_dropped_flat": int((~keep).sum())},
-        )
-
-    @classmethod
-    def conformance_case(cls) -> ConformanceCase:
-        from trainleak.models.registry import model_spec
-
-        model = GaussianMLP(n_hidden=6)
-        model.reset_parameters(torch.Generator().manual_seed(0))
-        spec = model_spec("gaussian_mlp", n_hidden=6)
-        state = model.replica_state(0)
-        ckpt = Checkpoint(architecture=spec, final=state, initial=state)
-        return ConformanceCase(
-            release=ckpt,
-            knowledge=Knowledge(input_shape=(1,), value_range=(0.0, 1.0)),
-            fast_params={"max_candidates": 4},
-            bad_params=[{"max_candidates": 0}, {"min_abs_slope": -1.0}],
         )
 
 

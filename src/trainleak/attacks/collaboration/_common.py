@@ -7,7 +7,6 @@ import numpy as np
 from trainleak.errors import MissingKnowledgeError, ShapeError
 from trainleak.releases.base import Knowledge
 from trainleak.releases.collaboration import Disclosure, SharedRepresentations
-from trainleak.systems.collaboration.parties import DCParty, collaborate
 
 
 def disclosures(
@@ -49,18 +48,3 @@ def targets(release: SharedRepresentations, found: tuple[Disclosure, ...]) -> li
     """Participants that are not colluding."""
     colluders = {d.party for d in found}
     return [i for i in range(release.n_parties) if i not in colluders]
-
-
-def tiny_collaboration(
-    seed: int = 0, parties: int = 3, m: int = 4, r: int = 8, n: int = 10
-) -> tuple[SharedRepresentations, Knowledge, list[DCParty]]:
-    """A tiny noiseless collaboration with participant 0 colluding (discloses the anchor)."""
-    rng = np.random.default_rng(seed)
-    anchor = rng.standard_normal((r, m))
-    ps = [
-        DCParty(rng.standard_normal((n, m)), rng.integers(0, 2, n), seed=seed * 100 + i)
-        for i in range(parties)
-    ]
-    release = collaborate(ps, anchor)
-    knowledge = Knowledge(hyperparameters={"disclosures": (ps[0].disclose(0, anchor),)})
-    return release, knowledge, ps

@@ -25,7 +25,6 @@ import torch
 
 from trainleak.attacks.base import (
     Attack,
-    ConformanceCase,
     Reconstruction,
     check_hparam,
     register_attack,
@@ -34,13 +33,12 @@ from trainleak.attacks.collaboration._common import (
     centred_anchor,
     disclosures,
     targets,
-    tiny_collaboration,
 )
 from trainleak.linalg import polar, procrustes_affine
 from trainleak.progress import Progress
 from trainleak.releases.base import Knowledge
 from trainleak.releases.collaboration import SharedRepresentations
-from trainleak.systems.collaboration.analyst import align
+from trainleak.releases.collaboration_alignment import align
 
 
 def _result(rows: list[np.ndarray], parties: list[int], **diagnostics: object) -> Reconstruction:
@@ -88,11 +86,6 @@ class _AnchorAttack(_CollusionAttack):
             t = a.mean(0) - mu @ Q
             rows.append((up.private.numpy() - t) @ np.linalg.pinv(Q))
         return _result(rows, parties, anchor_rank=int(np.linalg.matrix_rank(centred)))
-
-    @classmethod
-    def conformance_case(cls) -> ConformanceCase:
-        release, knowledge, _ = tiny_collaboration()
-        return ConformanceCase(release, knowledge, {}, [{"rcond": -1.0}, {"rcond": 1.0}])
 
 
 @register_attack
@@ -189,10 +182,3 @@ class PivotAttack(_CollusionAttack):
         parties = targets(release, found)
         rows = [al.aligned[i] @ R + s for i in parties]
         return _result(rows, parties, colluder_rows=int(src.shape[0]))
-
-    @classmethod
-    def conformance_case(cls) -> ConformanceCase:
-        release, knowledge, _ = tiny_collaboration()
-        return ConformanceCase(
-            release, knowledge, {}, [{"alignment": "svd"}, {"power_iters": -1}, {"fit": "cubic"}]
-        )

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import torch
 
-from trainleak.attacks.base import ConformanceCase, Reconstruction, register_attack
+from trainleak.attacks.base import Reconstruction, register_attack
 from trainleak.attacks.gradient._common import (
     FedSGDAttack,
     check_flat_dim,
@@ -89,16 +89,4 @@ class ImprintAttack(FedSGDAttack):
             inputs=x.reshape(x.shape[0], *shape),
             scores=rb[live].abs(),
             diagnostics={"n_bins": int(row.numel()), "n_nonempty_bins": int(live.sum())},
-        )
-
-    @classmethod
-    def conformance_case(cls) -> ConformanceCase:
-        from trainleak.attacks.gradient._fixtures import tiny_malicious_update
-
-        upd, knowledge = tiny_malicious_update()
-        return ConformanceCase(
-            release=upd,
-            knowledge=knowledge,
-            fast_params={},
-            bad_params=[{"min_relative_signal": -1.0}, {"min_relative_signal": 1.5}],
         )

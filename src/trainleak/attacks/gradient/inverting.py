@@ -19,7 +19,6 @@ from typing import ClassVar
 import torch
 
 from trainleak.attacks.base import (
-    ConformanceCase,
     Reconstruction,
     check_hparam,
     register_attack,
@@ -149,18 +148,6 @@ class InvertingGradients(FedSGDAttack):
                 out.snapshots.append((it + 1, x.detach().clone()))
         out.x = x.detach()
         return out
-
-    @classmethod
-    def conformance_case(cls) -> ConformanceCase:
-        from trainleak.attacks.gradient._fixtures import tiny_honest_update
-
-        upd, knowledge = tiny_honest_update(batch=1)
-        return ConformanceCase(
-            release=upd,
-            knowledge=knowledge,
-            fast_params={"iterations": 5},
-            bad_params=[{"iterations": 0}, {"restarts": 0}, {"tv_weight": -1.0}],
-        )
 
 
 @dataclass

@@ -27,7 +27,6 @@ import torch
 
 from trainleak.attacks.base import (
     Attack,
-    ConformanceCase,
     Reconstruction,
     check_hparam,
     register_attack,
@@ -111,10 +110,3 @@ class InformedRidgeAttack(Attack[PrivateRegression]):
             scores=torch.tensor([cos2**0.5], dtype=torch.float32),
             diagnostics={"estimated_cosine": cos2**0.5, "signal_energy": energy},
         )
-
-    @classmethod
-    def conformance_case(cls) -> ConformanceCase:
-        from trainleak.attacks.informed._fixtures import tiny_regression
-
-        release, knowledge = tiny_regression()
-        return ConformanceCase(release, knowledge, {}, [{"rank": 0}, {"subspace": "bogus"}])

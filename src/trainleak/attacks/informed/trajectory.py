@@ -23,7 +23,6 @@ import torch
 
 from trainleak.attacks.base import (
     Attack,
-    ConformanceCase,
     Reconstruction,
     check_hparam,
     register_attack,
@@ -113,13 +112,6 @@ class PosteriorMeanAttack(Attack[DPTrajectory]):
             },
         )
 
-    @classmethod
-    def conformance_case(cls) -> ConformanceCase:
-        from trainleak.attacks.informed._fixtures import tiny_trajectory
-
-        release, knowledge = tiny_trajectory()
-        return ConformanceCase(release, knowledge, {}, [{"temperature": 0.0}])
-
 
 @register_attack
 @dataclass(frozen=True, kw_only=True)
@@ -194,15 +186,6 @@ class MAPTrajectoryAttack(Attack[DPTrajectory]):
             trace=trace,
         )
 
-    @classmethod
-    def conformance_case(cls) -> ConformanceCase:
-        from trainleak.attacks.informed._fixtures import tiny_trajectory
-
-        release, knowledge = tiny_trajectory()
-        return ConformanceCase(
-            release, knowledge, {"steps": 3, "restarts": 2}, [{"steps": -1}, {"restarts": 0}]
-        )
-
 
 @register_attack
 @dataclass(frozen=True, kw_only=True)
@@ -239,10 +222,3 @@ class PopulationMeanBaseline(Attack[DPTrajectory]):
         if self.statistic == "median":
             return Reconstruction(inputs=prior.median(0, keepdim=True).values)
         return Reconstruction(inputs=prior.mean(0, keepdim=True))
-
-    @classmethod
-    def conformance_case(cls) -> ConformanceCase:
-        from trainleak.attacks.informed._fixtures import tiny_trajectory
-
-        release, knowledge = tiny_trajectory()
-        return ConformanceCase(release, knowledge, {}, [{"statistic": "mode"}])

@@ -21,7 +21,6 @@ import torch
 
 from trainleak.attacks.base import (
     Attack,
-    ConformanceCase,
     Reconstruction,
     check_hparam,
     register_attack,
@@ -109,15 +108,3 @@ class BroadcastDeletionAttack(Attack[BroadcastLog]):
 
     def expected_shape(self, release: BroadcastLog, knowledge: Knowledge) -> tuple[int, ...]:
         return (release.dim,)
-
-    @classmethod
-    def conformance_case(cls) -> ConformanceCase:
-        from trainleak.attacks.unlearning._fixtures import empty_knowledge, tiny_broadcast_log
-
-        log, _ = tiny_broadcast_log()
-        return ConformanceCase(
-            release=log,
-            knowledge=empty_knowledge(),
-            fast_params={},
-            bad_params=[{"prior_lam": -1.0}, {"certify_tol": 0.0}, {"certify_tol": 2.0}],
-        )

@@ -20,7 +20,6 @@ import torch
 
 from trainleak.attacks.base import (
     Attack,
-    ConformanceCase,
     Reconstruction,
     check_hparam,
     register_attack,
@@ -119,15 +118,3 @@ class RetrainingReconstructionAttack(Attack[DeletionTranscript]):
         if self.combine == "mean":
             return (int(release.outputs[0].numel()),)
         return (1,)
-
-    @classmethod
-    def conformance_case(cls) -> ConformanceCase:
-        from trainleak.attacks.unlearning._fixtures import empty_knowledge, tiny_transcript
-
-        transcript, _ = tiny_transcript()
-        return ConformanceCase(
-            release=transcript,
-            knowledge=empty_knowledge(),
-            fast_params={},
-            bad_params=[{"combine": "median"}, {"max_releases": -1}],
-        )

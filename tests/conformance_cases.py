@@ -1,0 +1,137 @@
+"""The conformance table: for every registered attack, a tiny release, knowledge that meets its
+requirements, fast hyper-parameters, and hyper-parameters that must be refused.
+
+``tests/test_conformance.py`` asserts that this table covers every registered attack, so a new
+attack cannot land without its case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from release_fixtures import (
+    empty_knowledge,
+    tiny_binary_checkpoint,
+    tiny_broadcast_log,
+    tiny_collaboration,
+    tiny_honest_update,
+    tiny_malicious_update,
+    tiny_regression,
+    tiny_trajectory,
+    tiny_transcript,
+    tiny_two_layer_checkpoint,
+)
+from trainleak.models.gaussian import GaussianMLP
+from trainleak.models.registry import model_spec
+from trainleak.releases.base import Knowledge, Release
+from trainleak.releases.checkpoint import Checkpoint
+
+
+@dataclass(frozen=True)
+class ConformanceCase:
+    """A tiny, fast problem for one attack.
+
+    Attributes:
+        release: a release of the attack's type.
+        knowledge: knowledge that satisfies the attack's requirements.
+        fast_params: hyper-parameters that make the run take about a second.
+        bad_params: hyper-parameters that must be refused with ``ConfigError``.
+    """
+
+    release: Release
+    knowledge: Knowledge
+    fast_params: dict[str, Any]
+    bad_params: list[dict[str, Any]]
+
+
+def _case(
+    build: Callable[[], tuple[Any, ...]], fast: dict[str, Any], bad: list[dict[str, Any]]
+) -> Callable[[], ConformanceCase]:
+    def make() -> ConformanceCase:
+        release, knowledge, *_ = build()
+        return ConformanceCase(release, knowledge, dict(fast), bad)
+
+    return make
+
+
+def _unlearning(build: Callable[[], tuple[Any, Any]]) -> Callable[[], tuple[Any, Knowledge]]:
+    return lambda: (build()[0], empty_knowledge())
+
+
+def _gaussian_prototypes() -> tuple[Checkpoint, Knowledge]:
+    model = GaussianMLP(n_hidden=6)
+    model.reset_parameters(torch.Generator().manual_seed(0))
+    state = model.replica_state(0)
+    ckpt = Checkpoint(
+        architecture=model_spec("gaussian_mlp", n_hidden=6), final=state, initial=state
+    )
+    return ckpt, Knowledge(input_shape=(1,), value_range=(0.0, 1.0))
+
+
+_SEARCH_FAST = {"steps": 20, "restarts": 1, "log_every": 10}
+
+CASES: dict[str, Callable[[], ConformanceCase]] = {
+    "dc-anchor-inversion": _case(tiny_collaboration, {}, [{"rcond": -1.0}, {"rcond": 1.0}]),
+    "dc-anchor-procrustes": _case(tiny_collaboration, {}, [{"rcond": -1.0}, {"rcond": 1.0}]),
+    "dc-pivot": _case(
+        tiny_collaboration, {}, [{"alignment": "svd"}, {"power_iters": -1}, {"fit": "cubic"}]
+    ),
+    "deletion-retraining": _case(
+        _unlearning(tiny_transcript), {}, [{"combine": "median"}, {"max_releases": -1}]
+    ),
+    "unlearning-broadcast": _case(
+        _unlearning(tiny_broadcast_log),
+        {},
+        [{"prior_lam": -1.0}, {"certify_tol": 0.0}, {"certify_tol": 2.0}],
+    ),
+    "dlg": _case(
+        lambda: tiny_honest_update(batch=1), {"iterations": 3}, [{"iterations": 0}, {"lr": -1.0}]
+    ),
+    "idlg": _case(
+        lambda: tiny_honest_update(batch=1), {"iterations": 3}, [{"iterations": 0}, {"lr": -1.0}]
+    ),
+    "inverting-gradients": _case(
+        lambda: tiny_honest_update(batch=1),
+        {"iterations": 5},
+        [{"iterations": 0}, {"restarts": 0}, {"tv_weight": -1.0}],
+    ),
+    "erasure-decoding-active": _case(
+        tiny_malicious_update, {}, [{"rtol": 0.0}, {"max_rounds": 0}, {"max_multiplicity": 0}]
+    ),
+    "erasure-decoding-passive": _case(tiny_honest_update, {}, [{"rtol": 2.0}, {"max_rounds": -1}]),
+    "imprint": _case(
+        tiny_malicious_update,
+        {},
+        [{"min_relative_signal": -1.0}, {"min_relative_signal": 1.5}],
+    ),
+    "dpsgd-map": _case(
+        tiny_trajectory, {"steps": 3, "restarts": 2}, [{"steps": -1}, {"restarts": 0}]
+    ),
+    "dpsgd-posterior-mean": _case(tiny_trajectory, {}, [{"temperature": 0.0}]),
+    "population-mean": _case(tiny_trajectory, {}, [{"statistic": "mode"}]),
+    "informed-ridge": _case(tiny_regression, {}, [{"rank": 0}, {"subspace": "bogus"}]),
+    "init-final": _case(
+        tiny_two_layer_checkpoint,
+        _SEARCH_FAST,
+        [{"params": "first"}, {"steps": -1}, {"restarts": 0}, {"lr": 0.0}],
+    ),
+    "init-final-subspace": _case(
+        tiny_two_layer_checkpoint,
+        _SEARCH_FAST,
+        [{"energy": 0.0}, {"max_dim": 0}, {"source": "data"}, {"constraint": "ball"}],
+    ),
+    "kkt": _case(
+        tiny_binary_checkpoint,
+        {"n_candidates": 6, "steps": 20, "log_every": 10},
+        [{"n_candidates": 0}, {"lr_x": -1.0}, {"momentum": 1.5}],
+    ),
+    "prototypes": _case(
+        _gaussian_prototypes,
+        {"max_candidates": 4},
+        [{"max_candidates": 0}, {"min_abs_slope": -1.0}],
+    ),
+}

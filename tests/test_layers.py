@@ -1,0 +1,99 @@
+"""The import layers of the package (docs/architecture.md): imports only point downwards.
+
+Every ``import`` counts, including those inside functions, so no cycle can be hidden by a lazy
+import.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import trainleak
+
+ROOT = Path(trainleak.__file__).parent
+
+# Lower rank = lower layer. A module may import its own package, its own layer or lower ones.
+LAYERS: dict[str, int] = {
+    "errors": 0,
+    "progress": 0,
+    "_discovery": 0,
+    "linalg": 0,
+    "data": 1,
+    "models": 1,
+    "metrics": 2,
+    "releases": 3,
+    "bounds": 4,
+    "defenses": 5,
+    "systems": 6,
+    "attacks": 6,
+    "scenarios": 7,
+    "experiments": 8,
+    "audit": 9,
+    "cli": 10,
+    "cli_bound": 10,
+    "__init__": 10,
+}
+# Same-rank pairs that must not meet: simulators produce releases, attacks consume them.
+FORBIDDEN = {("attacks", "systems"), ("systems", "attacks")}
+
+
+def _top(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            found.append((node.lineno, "<relative>"))
+        elif isinstance(node, ast.Import):
+            found.extend((node.lineno, a.name) for a in node.names)
+    return [(ln, m) for ln, m in found if m == "<relative>" or m.split(".")[0] == "trainleak"]
+
+
+def _violations() -> list[str]:
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        src_layer = rel.parts[0].removesuffix(".py")
+        if src_layer not in LAYERS:
+            bad.append(f"{rel}: package {src_layer!r} has no layer in LAYERS")
+            continue
+        for line, module in _imports(path):
+            if module == "<relative>":
+                bad.append(f"{rel}:{line}: relative import")
+                continue
+            dst = _top(module)
+            if dst == src_layer:
+                continue
+            if dst not in LAYERS:
+                bad.append(f"{rel}:{line}: imports {module}, whose package has no layer")
+            elif LAYERS[dst] > LAYERS[src_layer] or (src_layer, dst) in FORBIDDEN:
+                bad.append(
+                    f"{rel}:{line}: {src_layer} (layer {LAYERS[src_layer]}) imports "
+                    f"{module} (layer {LAYERS[dst]})"
+                )
+    return bad
+
+
+def test_imports_point_downwards() -> None:
+    bad = _violations()
+    assert not bad, "imports that run back up the layers:\n" + "\n".join(bad)
+
+
+def test_checker_catches_an_upward_import(tmp_path: Path, monkeypatch) -> None:
+    """The check itself can fail: a metrics module importing an attack is reported."""
+    fake = tmp_path / "trainleak"
+    (fake / "metrics").mkdir(parents=True)
+    (fake / "metrics" / "bad.py").write_text("from trainleak.attacks.base import Attack\n")
+    (fake / "attacks").mkdir()
+    (fake / "attacks" / "bad.py").write_text("def f():\n    from trainleak.systems import x\n")
+    monkeypatch.setattr(f"{__name__}.ROOT", fake)
+    bad = _violations()
+    assert any("metrics/bad.py:1" in b for b in bad)
+    assert any("attacks/bad.py:2" in b for b in bad)
