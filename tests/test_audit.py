@@ -14,7 +14,6 @@ from PIL import Image
 from pydantic import Field
 
 from trainleak.audit import (
-    MissingExtraError,
     ResultStore,
     config_hash,
     dumps,
@@ -23,7 +22,7 @@ from trainleak.audit import (
     run_grid,
     write_report,
 )
-from trainleak.errors import ConfigError, DataNotFoundError
+from trainleak.errors import ConfigError, DataNotFoundError, MissingExtraError
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
 from trainleak.progress import Progress, report_every
 

@@ -9,6 +9,7 @@ The package is layered (imports point downwards only)::
 from trainleak.errors import (
     ConfigError,
     DataNotFoundError,
+    MissingExtraError,
     MissingKnowledgeError,
     ReleaseTypeError,
     TrainleakError,
@@ -20,6 +21,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ConfigError",
     "DataNotFoundError",
+    "MissingExtraError",
     "MissingKnowledgeError",
     "ReleaseTypeError",
     "TrainleakError",

@@ -7,7 +7,10 @@ from typing import Annotated, Any
 
 import typer
 
-from trainleak.errors import TrainleakError
+from trainleak.bounds.dpsgd import REPRESENTATIONS, Schedule, dpsgd_distortion_bound
+from trainleak.data import load_dataset
+from trainleak.errors import ConfigError, TrainleakError
+from trainleak.metrics.features import train_feature_net
 
 bound_app = typer.Typer(help="Lower bounds on reconstruction error, computed before training.")
 
@@ -62,10 +65,6 @@ def compute_dpsgd_bound(
     """Library function behind ``trainleak bound dpsgd`` (validated inputs, JSON-ready output)."""
     import torch
 
-    from trainleak.bounds.dpsgd import REPRESENTATIONS, Schedule, dpsgd_distortion_bound
-    from trainleak.data import load_dataset
-    from trainleak.errors import ConfigError
-
     if representation not in REPRESENTATIONS:
         raise ConfigError.invalid(
             "representation", f"one of {list(REPRESENTATIONS)}", representation
@@ -80,8 +79,6 @@ def compute_dpsgd_bound(
     x = ds.x[torch.randperm(len(ds), generator=g)[:samples]]
     fmap = None
     if representation == "features":
-        from trainleak.metrics.features import train_feature_net
-
         fmap = train_feature_net(ds.subset(list(range(min(len(ds), 500)))))
     res = dpsgd_distortion_bound(
         schedule, x, representation=representation, feature_map=fmap, patch=patch,

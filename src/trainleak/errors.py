@@ -38,6 +38,29 @@ class UnsafeFileError(TrainleakError, ValueError):
     """A file would need unpickling arbitrary objects; trainleak refuses to load it."""
 
 
+class MissingExtraError(TrainleakError, ImportError):
+    """An optional dependency is not installed; the message names the ``pip install``."""
+
+
+def import_extra(module: str, extra: str, purpose: str) -> Any:
+    """Import an optional dependency, or raise :class:`MissingExtraError` naming the extra.
+
+    Args:
+        module: the module to import, e.g. ``"opacus"``.
+        extra: trainleak's extra that installs it, e.g. ``"dp"``.
+        purpose: what needs it, for the message ("DP-SGD training").
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingExtraError(
+            f"{purpose} needs {module.split('.')[0]}, which is not installed: "
+            f"pip install 'trainleak[{extra}]'"
+        ) from None
+
+
 class ShapeError(TrainleakError, ValueError):
     """A tensor does not have the shape the operation needs."""
 

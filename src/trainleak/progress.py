@@ -15,10 +15,6 @@ class Progress(Protocol):
     def __call__(self, task: str, done: int, total: int) -> None: ...
 
 
-def null_progress(task: str, done: int, total: int) -> None:
-    """The default: report nothing."""
-
-
 def report_every(progress: Progress | None, task: str, done: int, total: int, k: int = 50) -> None:
     """Call ``progress`` at every ``k``-th step and at the last one."""
     if progress is not None and (done % k == 0 or done == total):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar, final
 
@@ -149,6 +149,3 @@ def check_hparam(name: str, ok: bool, expected: str, value: Any) -> None:
     """Raise :class:`ConfigError` for hyper-parameter ``name`` unless ``ok``."""
     if not ok:
         raise ConfigError.invalid(name, expected, value)
-
-
-Validator = Callable[[Any], bool]

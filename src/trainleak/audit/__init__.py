@@ -8,7 +8,6 @@ SQLite row per run; :func:`run_grid` runs a YAML grid of configs (skipping finis
 from trainleak.audit.grid import (
     GridJob,
     GridOutcome,
-    MissingExtraError,
     expand_grid,
     load_grid,
     run_grid,
@@ -30,7 +29,6 @@ __all__ = [
     "STORE_FILE",
     "GridJob",
     "GridOutcome",
-    "MissingExtraError",
     "ResultStore",
     "RunRecord",
     "config_hash",

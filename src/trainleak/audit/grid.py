@@ -35,15 +35,16 @@ import yaml
 
 from trainleak.audit.runner import STORE_FILE, run_experiment
 from trainleak.audit.store import ResultStore, config_hash
-from trainleak.errors import ConfigError, DataNotFoundError, TrainleakError, check_choice
+from trainleak.errors import (
+    ConfigError,
+    DataNotFoundError,
+    check_choice,
+    import_extra,
+)
 from trainleak.experiments import get_experiment
 from trainleak.progress import Progress
 
 Backend = Literal["local", "ray"]
-
-
-class MissingExtraError(TrainleakError, ImportError):
-    """An optional dependency is not installed; the message names the ``pip install``."""
 
 
 @dataclass(frozen=True)
@@ -222,14 +223,7 @@ def _module_of(name: str) -> str:
 
 
 def _import_ray() -> Any:
-    try:
-        import ray  # type: ignore[import-not-found]
-    except ImportError:
-        raise MissingExtraError(
-            "the ray backend needs Ray, which is not installed: "
-            "pip install 'trainleak[distributed]'"
-        ) from None
-    return ray
+    return import_extra("ray", "distributed", "the ray backend")
 
 
 def _run_ray(jobs: Sequence[GridJob], store_path: Path, counter: _Counter) -> list[GridOutcome]:

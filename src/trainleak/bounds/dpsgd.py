@@ -52,7 +52,7 @@ from trainleak.bounds.entropy import (
     finite_pool_bound,
     make_blocks,
 )
-from trainleak.errors import ConfigError, check_in_range, check_positive
+from trainleak.errors import ConfigError, check_in_range, check_positive, import_extra
 
 LeakageMethod = Literal["capacity", "kl_null", "chi2", "best"]
 LEAKAGE_METHODS: tuple[str, ...] = ("capacity", "kl_null", "chi2", "best")
@@ -103,11 +103,6 @@ class Schedule:
     def constant(cls, sampling_rate: float, noise_multiplier: float, steps: int) -> Schedule:
         """One phase of ``steps`` steps at fixed (q, sigma)."""
         return cls((float(sampling_rate),), (float(noise_multiplier),), (int(steps),))
-
-    @property
-    def total_steps(self) -> int:
-        """T, the number of noisy steps."""
-        return int(sum(self.steps))
 
 
 def _mixture_kl_integrand(x: float, q: float, a: float) -> float:
@@ -243,12 +238,9 @@ def renyi2_epsilon(schedule: Schedule) -> float:
 
 
 def _opacus_rdp():  # type: ignore[no-untyped-def]
-    try:
-        from opacus.accountants import RDPAccountant
-        from opacus.accountants.analysis import rdp
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("the DP accountant needs Opacus: pip install 'trainleak[dp]'") from exc
-    return rdp, RDPAccountant
+    accountants = import_extra("opacus.accountants", "dp", "the DP accountant")
+    analysis = import_extra("opacus.accountants.analysis", "dp", "the DP accountant")
+    return analysis.rdp, accountants.RDPAccountant
 
 
 def noise_for_epsilon(

@@ -34,6 +34,7 @@ from torch.func import functional_call, grad, jacrev
 
 from trainleak.bounds.base import BoundResult
 from trainleak.errors import ConfigError, ShapeError, check_positive
+from trainleak.models.functional import per_sample_gradients
 
 
 def _flat_update(
@@ -338,7 +339,6 @@ def lower_lipschitz_estimate(
     generator: torch.Generator | None = None,
 ) -> float:
     """Estimate ``c_a = min |g(x) - g(x')| / |x - x'|`` over random same-label sample pairs."""
-    from trainleak.models.functional import per_sample_gradients
 
     dtype = next(model.parameters()).dtype
     g = per_sample_gradients(model, x.to(dtype), y)

@@ -23,6 +23,7 @@ from trainleak.attacks.collaboration.collusion import (
     AnchorProcrustesAttack,
     PivotAttack,
 )
+from trainleak.data import load_orl_faces
 from trainleak.defenses.collaboration import AnchorNoise, PrivateNoise
 from trainleak.errors import DataNotFoundError, ShapeError
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
@@ -68,8 +69,6 @@ def _datasets(cfg: CollusionConfig) -> dict[str, tuple[np.ndarray, np.ndarray, n
     X, ids, attr = synthetic_faces(cfg.synthetic_identities, 10, cfg.dim, seed=cfg.seed)
     out = {"synthetic": (X, ids, attr)}
     try:
-        from trainleak.data import load_orl_faces
-
         ds = load_orl_faces(cfg.data_dir)
         y = ds.y.numpy()
         out["orl"] = (pca_embed(ds.x.numpy(), cfg.dim), y, y)

@@ -18,8 +18,9 @@ from pydantic import Field
 from threadpoolctl import threadpool_limits
 
 from trainleak.attacks.unlearning.probing import plan_own_batches, plan_unrestricted
+from trainleak.data import load_mnist
 from trainleak.defenses.probe_detection import detectability
-from trainleak.errors import ConfigError
+from trainleak.errors import ConfigError, DataNotFoundError
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
 from trainleak.progress import Progress
 from trainleak.releases.unlearning import SummaryMessage
@@ -68,8 +69,6 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _mnist(data_dir: str | None, n: int) -> tuple[np.ndarray, np.ndarray] | None:
-    from trainleak.data import load_mnist
-    from trainleak.errors import DataNotFoundError
 
     try:
         ds = load_mnist("train", data_dir, limit=n)

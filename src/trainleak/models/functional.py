@@ -98,12 +98,6 @@ def per_sample_gradients(
     return dict(per(params, x, y))
 
 
-def flatten_state(state: StateDict, names: list[str] | None = None) -> torch.Tensor:
-    """Concatenate the tensors of ``state`` (in ``names`` order) into one vector."""
-    keys = names if names is not None else list(state)
-    return torch.cat([state[k].reshape(-1) for k in keys])
-
-
 def state_norm(state: StateDict) -> float:
     """Euclidean norm of all entries of a state dict."""
     return float(sum(float((v.double() ** 2).sum()) for v in state.values()) ** 0.5)

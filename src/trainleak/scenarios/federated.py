@@ -15,6 +15,8 @@ from typing import Any
 import torch
 
 from trainleak.attacks.base import Attack, Reconstruction
+from trainleak.attacks.gradient.erasure import ErasureDecodingActive
+from trainleak.attacks.gradient.imprint import ImprintAttack
 from trainleak.metrics.exact_recovery import score_exact_recovery
 from trainleak.models.functional import batch_gradient, instantiate
 from trainleak.models.registry import build_model, model_spec
@@ -66,8 +68,6 @@ def active_cell(
 
     ``neurons`` is rounded up to a multiple of ``n_groups``; both layers get that many.
     """
-    from trainleak.attacks.gradient.erasure import ErasureDecodingActive
-    from trainleak.attacks.gradient.imprint import ImprintAttack
 
     gen = torch.Generator().manual_seed(seed * 7919 + batch_size)
     x, y = pool.batch(batch_size, gen)

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from trainleak.attacks.unlearning.broadcast import BroadcastDeletionAttack
-from trainleak.attacks.unlearning.probing import ProbeKind
+from trainleak.attacks.unlearning.probing import ProbeKind, identify_before
 from trainleak.releases.unlearning import SummaryMessage
 from trainleak.scenarios.probing_client import ProbingClient
 from trainleak.systems.unlearning.server import ExactUnlearningServer
@@ -119,7 +119,6 @@ def _state_errors(
 ) -> list[float]:
     """Relative error of the identified Gram matrix (first 10 deletions)."""
     log = server.log_for("mallory")
-    from trainleak.attacks.unlearning.probing import identify_before
 
     return [
         float(np.linalg.norm(identify_before(log, t, prior_lam=lam).A - A) / np.linalg.norm(A))

@@ -26,6 +26,7 @@ from trainleak.attacks.gradient._common import (
     require_fedsgd,
 )
 from trainleak.attacks.gradient.layout import detect_layout, difference_rows
+from trainleak.errors import ConfigError
 from trainleak.models.functional import FirstLayerSplit
 from trainleak.progress import Progress
 from trainleak.releases.base import Knowledge
@@ -59,8 +60,6 @@ class ImprintAttack(FedSGDAttack):
 
     def validate(self) -> None:
         if not 0 <= self.min_relative_signal < 1:
-            from trainleak.errors import ConfigError
-
             raise ConfigError.invalid(
                 "min_relative_signal", "a number in [0, 1)", self.min_relative_signal
             )

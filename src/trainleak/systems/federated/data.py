@@ -15,6 +15,7 @@ from typing import Literal
 
 import torch
 
+from trainleak.data import load_cifar10, load_digits, load_mnist
 from trainleak.errors import ConfigError
 
 PoolName = Literal["mnist", "cifar10", "digits", "breast_cancer"]
@@ -64,7 +65,6 @@ def _raw(name: str, data_dir: str | Path | None, limit: int) -> tuple[torch.Tens
         x = torch.as_tensor(xs, dtype=torch.float32)
         x = (x - x.min(0).values) / (x.max(0).values - x.min(0).values).clamp_min(1e-12)
         return x, torch.as_tensor(ys, dtype=torch.long)
-    from trainleak.data import load_cifar10, load_digits, load_mnist
 
     if name == "mnist":
         ds = load_mnist("train", data_dir, limit=limit)

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from trainleak.bounds.dpsgd import Schedule, dpsgd_epsilon
-from trainleak.errors import ShapeError
+from trainleak.errors import ShapeError, import_extra
 from trainleak.models.registry import build_model
 from trainleak.models.spec import ModelSpec
 from trainleak.progress import Progress, report_every
@@ -64,12 +64,9 @@ class DPSGDConfig(BaseModel):
 
 
 def _opacus() -> tuple[Any, Any]:
-    try:
-        from opacus import GradSampleModule
-        from opacus.optimizers import DPOptimizer
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("DP-SGD training needs Opacus: pip install 'trainleak[dp]'") from exc
-    return GradSampleModule, DPOptimizer
+    opacus = import_extra("opacus", "dp", "DP-SGD training")
+    optimizers = import_extra("opacus.optimizers", "dp", "DP-SGD training")
+    return opacus.GradSampleModule, optimizers.DPOptimizer
 
 
 def flat_params(model: nn.Module) -> torch.Tensor:
