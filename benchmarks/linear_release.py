@@ -17,7 +17,7 @@ from sklearn.datasets import load_digits
 from trainleak.attacks.collaboration.collusion import AnchorInversionAttack
 from trainleak.linalg import haar_orthogonal
 from trainleak.metrics.collaboration import linkage_rate
-from trainleak.releases.base import Knowledge
+from trainleak.releases.knowledge import Knowledge
 from trainleak.scenarios.deletion import rr_transcript_rates
 from trainleak.scenarios.unlearning import ProtocolSetting, run_protocol
 from trainleak.systems.collaboration import DCParty, collaborate
@@ -63,7 +63,7 @@ def collaboration() -> dict[str, float]:
     owner = np.random.default_rng(0).integers(0, 4, len(ids))
     ps = [DCParty(X[owner == k], attr[owner == k], seed=k) for k in range(4)]
     anchor = random_anchor(X, 64, 1)
-    kn = Knowledge(hyperparameters={"disclosures": (ps[0].disclose(0, anchor),)})
+    kn = Knowledge(disclosures=(ps[0].disclose(0, anchor),))
     target = np.concatenate([np.flatnonzero(owner == k) for k in range(1, 4)])
     t = time.perf_counter()
     rec = AnchorInversionAttack()(collaborate(ps, anchor), kn).inputs.numpy()

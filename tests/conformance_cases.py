@@ -27,8 +27,9 @@ from release_fixtures import (
 )
 from trainleak.models.gaussian import GaussianMLP
 from trainleak.models.registry import model_spec
-from trainleak.releases.base import Knowledge, Release
+from trainleak.releases.base import Release
 from trainleak.releases.checkpoint import Checkpoint
+from trainleak.releases.knowledge import Knowledge
 
 
 @dataclass(frozen=True)

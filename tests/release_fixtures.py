@@ -12,11 +12,11 @@ import torch
 from trainleak.attacks.gradient._common import tiny_batch
 from trainleak.data import load_digits
 from trainleak.models.registry import build_model, model_spec
-from trainleak.releases.base import Knowledge
 from trainleak.releases.checkpoint import Checkpoint
 from trainleak.releases.collaboration import SharedRepresentations
 from trainleak.releases.dp import DPTrajectory, PrivateRegression
 from trainleak.releases.federated import GradientUpdate
+from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.unlearning import BroadcastLog, DeletionTranscript
 from trainleak.scenarios.probing_client import ProbingClient
 from trainleak.systems.collaboration.parties import DCParty, collaborate
@@ -96,7 +96,7 @@ def tiny_regression(
         input_shape=(d,),
         labels=y[-1:],
         other_records=(x[:-1], y[:-1]),
-        hyperparameters={"norm": 1.0},
+        record_norm=1.0,
     )
     return release, knowledge
 
@@ -169,5 +169,5 @@ def tiny_collaboration(
         for i in range(parties)
     ]
     release = collaborate(ps, anchor)
-    knowledge = Knowledge(hyperparameters={"disclosures": (ps[0].disclose(0, anchor),)})
+    knowledge = Knowledge(disclosures=(ps[0].disclose(0, anchor),))
     return release, knowledge, ps

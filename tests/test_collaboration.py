@@ -15,9 +15,9 @@ from trainleak.attacks.collaboration.collusion import (
 from trainleak.defenses.collaboration import AnchorNoise, PrivateNoise
 from trainleak.errors import MissingKnowledgeError, ShapeError
 from trainleak.metrics.collaboration import linkage_rate, relative_error
-from trainleak.releases.base import Knowledge
 from trainleak.releases.collaboration import SharedRepresentations, Upload
 from trainleak.releases.collaboration_alignment import align
+from trainleak.releases.knowledge import Knowledge
 from trainleak.systems.collaboration import DCParty, collaborate
 from trainleak.systems.collaboration.data import random_anchor, synthetic_faces
 
@@ -27,7 +27,7 @@ def _setup(parties: int = 4, rows: int = 40, m: int = 16, seed: int = 0):  # typ
     owner = np.random.default_rng(seed).integers(0, parties, len(ids))
     ps = [DCParty(X[owner == p], attr[owner == p], seed=100 + p) for p in range(parties)]
     anchor = random_anchor(X, rows, seed)
-    kn = Knowledge(hyperparameters={"disclosures": (ps[0].disclose(0, anchor),)})
+    kn = Knowledge(disclosures=(ps[0].disclose(0, anchor),))
     target = np.concatenate([np.flatnonzero(owner == p) for p in range(1, parties)])
     return collaborate(ps, anchor), kn, X, ids, target
 
@@ -73,10 +73,8 @@ def test_several_colluders_pool_their_rows() -> None:
     ps = [DCParty(X[p::4], attr[p::4], seed=p) for p in range(4)]
     anchor = random_anchor(X, 30, 1)
     release = AnchorNoise(0.8)(collaborate(ps, anchor), torch.Generator().manual_seed(1))
-    one = Knowledge(hyperparameters={"disclosures": (ps[0].disclose(0, None),)})
-    two = Knowledge(
-        hyperparameters={"disclosures": (ps[0].disclose(0, None), ps[1].disclose(1, None))}
-    )
+    one = Knowledge(disclosures=(ps[0].disclose(0, None),))
+    two = Knowledge(disclosures=(ps[0].disclose(0, None), ps[1].disclose(1, None)))
     r1 = PivotAttack()(release, one)
     r2 = PivotAttack()(release, two)
     assert r1.diagnostics["colluder_rows"] < r2.diagnostics["colluder_rows"]
@@ -89,7 +87,7 @@ def test_bad_input_errors() -> None:
         AnchorInversionAttack()(release, kn)
     AnchorProcrustesAttack()(release, kn)  # works (approximately) with any rank
     with pytest.raises(MissingKnowledgeError, match="disclosures"):
-        PivotAttack()(release, Knowledge(hyperparameters={"other": 1}))
+        PivotAttack()(release, Knowledge(record_norm=1.0))
     up = release.uploads
     bad = Upload(
         torch.zeros(3, 5, dtype=torch.float64),

@@ -14,7 +14,7 @@ from trainleak.attacks.informed import (
 from trainleak.attacks.informed._trajectory import TrajectoryModel
 from trainleak.bounds.dpsgd import Schedule, dpsgd_distortion_bound
 from trainleak.errors import ConfigError, MissingKnowledgeError, ReleaseTypeError
-from trainleak.releases.base import Knowledge
+from trainleak.releases.knowledge import Knowledge
 
 
 def _mse(a: torch.Tensor, b: torch.Tensor) -> float:

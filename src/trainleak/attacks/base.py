@@ -24,7 +24,8 @@ import torch
 
 from trainleak.errors import ConfigError, ReleaseTypeError, ShapeError
 from trainleak.progress import Progress
-from trainleak.releases.base import Knowledge, Release
+from trainleak.releases.base import Release
+from trainleak.releases.knowledge import Knowledge
 
 R = TypeVar("R", bound=Release)
 

@@ -29,8 +29,8 @@ from trainleak.errors import DataNotFoundError, ShapeError
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
 from trainleak.metrics.collaboration import downstream_accuracy, linkage_rate, relative_error
 from trainleak.progress import Progress
-from trainleak.releases.base import Knowledge
 from trainleak.releases.collaboration_alignment import align
+from trainleak.releases.knowledge import Knowledge
 from trainleak.systems.collaboration import DCParty, collaborate
 from trainleak.systems.collaboration.data import pca_embed, random_anchor, synthetic_faces
 
@@ -118,9 +118,7 @@ def _evaluate(s: dict[str, Any], sigma: float, tau: float, seed: int) -> dict[st
         "tau": tau,
         "accuracy": downstream_accuracy(Z[tr], s["task"][tr], Z[te], s["task"][te]),
     }
-    knowledge = Knowledge(
-        hyperparameters={"disclosures": (s["parties"][0].disclose(0, s["anchor"]),)}
-    )
+    knowledge = Knowledge(disclosures=(s["parties"][0].disclose(0, s["anchor"]),))
     target = np.concatenate(rows[1:])
     for name, attack in _ATTACKS.items():
         try:
@@ -171,7 +169,7 @@ def _rank_check(cfg: CollusionConfig) -> bool:
     X, ids, attr = synthetic_faces(8, 4, cfg.dim, seed=cfg.seed)
     ps = [DCParty(X[i::2], attr[i::2], seed=i) for i in range(2)]
     anchor = random_anchor(X, cfg.dim, cfg.seed)
-    kn = Knowledge(hyperparameters={"disclosures": (ps[0].disclose(0, anchor),)})
+    kn = Knowledge(disclosures=(ps[0].disclose(0, anchor),))
     try:
         AnchorInversionAttack()(collaborate(ps, anchor), kn)
     except ShapeError:

@@ -32,7 +32,7 @@ from trainleak.experiments.base import ExperimentConfig, Result, experiment
 from trainleak.metrics.features import LPIPSFormulaMap, train_feature_net
 from trainleak.models.registry import model_spec
 from trainleak.progress import Progress
-from trainleak.releases.base import Knowledge
+from trainleak.releases.knowledge import Knowledge
 from trainleak.systems.training.dp import DPSGDConfig, train_dpsgd
 
 

@@ -133,7 +133,8 @@ def _shifted(rec: Reconstruction, shift: torch.Tensor) -> Reconstruction:
 
 def _untrained(ckpt: Checkpoint) -> Checkpoint:
     """The same architecture at its initial weights: the control release."""
-    assert ckpt.initial is not None
+    if ckpt.initial is None:
+        raise RuntimeError("internal invariant violated: ckpt.initial is not None")
     return replace(ckpt, final=ckpt.initial, training=None)
 
 

@@ -27,7 +27,7 @@ from trainleak.bounds.zcdp import zcdp_mse_bound
 from trainleak.data import load_digits
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
 from trainleak.progress import Progress
-from trainleak.releases.base import Knowledge
+from trainleak.releases.knowledge import Knowledge
 from trainleak.systems.mechanisms import ridge_output_perturbation, sphere_records, subspace_records
 
 
@@ -51,11 +51,13 @@ def _trial(
     basis: torch.Tensor | None = None,
 ) -> tuple[float, float]:
     release = ridge_output_perturbation(x, y, lam=float(x.shape[0]), rho=rho, generator=g)
-    hp: dict[str, Any] = {"norm": float(x[-1].norm())}
-    if basis is not None:
-        hp["subspace_basis"] = basis
+    # every record of every setting lies on the unit sphere: the adversary knows that norm
     know = Knowledge(
-        input_shape=(x.shape[1],), labels=y[-1:], other_records=(x[:-1], y[:-1]), hyperparameters=hp
+        input_shape=(x.shape[1],),
+        labels=y[-1:],
+        other_records=(x[:-1], y[:-1]),
+        subspace_basis=basis,
+        record_norm=1.0,
     )
     x_hat = attack(release, know).inputs[0].double()
     err = float(((x_hat - x[-1]) ** 2).sum() / (x[-1] ** 2).sum())

@@ -91,7 +91,8 @@ class HomogeneousMLP(nn.Module):
         """Draw weights with the global torch RNG (seed it via ``build_model(..., seed=)``)."""
         with torch.no_grad():
             for layer in self.layers:
-                assert isinstance(layer, nn.Linear)
+                if not isinstance(layer, nn.Linear):
+                    raise TypeError("unexpected type: expected isinstance(layer, nn.Linear)")
                 std = self.init_scale * math.sqrt(2.0 / layer.in_features)
                 layer.weight.normal_(0.0, std)
                 if layer.bias is not None:

@@ -21,8 +21,8 @@ from trainleak.metrics.exact_recovery import score_exact_recovery
 from trainleak.models.functional import batch_gradient, instantiate
 from trainleak.models.registry import build_model, model_spec
 from trainleak.models.spec import ModelSpec, StateDict
-from trainleak.releases.base import Knowledge
 from trainleak.releases.federated import GradientUpdate
+from trainleak.releases.knowledge import Knowledge
 from trainleak.systems.federated.client import fedsgd_update
 from trainleak.systems.federated.data import Pool
 from trainleak.systems.federated.malicious import malicious_mlp

@@ -79,7 +79,8 @@ class ProbingClient:
                     server.retract(self.name, sid)
                     tick()
             return len(ids)
-        assert self.own_phi is not None and self.own_labels is not None
+        if self.own_phi is None or self.own_labels is None:
+            raise ConfigError.invalid("own_phi", "own records for own-data probes", None)
         base = server.events[-1].head
         diffs: list[np.ndarray] = []
         added: list[int] = []

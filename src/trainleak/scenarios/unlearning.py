@@ -69,7 +69,10 @@ def run_protocol(s: ProtocolSetting) -> ProtocolOutcome:
     attack = BroadcastDeletionAttack(prior_lam=s.lam)
     rec = attack(server.log_for("mallory"))
     phis, labels = rec.inputs.numpy(), rec.labels.numpy() if rec.labels is not None else None
-    assert labels is not None and rec.certified is not None
+    if labels is None or rec.certified is None:
+        raise RuntimeError(
+            "internal invariant violated: labels is not None and rec.certified is not None"
+        )
     true_phi = np.stack([t[0] for t in truth])
     true_lab = np.array([t[1] for t in truth])
     cos = np.abs((phis * true_phi).sum(1)) / np.maximum(

@@ -43,8 +43,8 @@ from trainleak.bounds.random_features import projection_loss
 from trainleak.errors import ConfigError
 from trainleak.models.random_features import activation_fn, activation_grad
 from trainleak.progress import Progress, report_every
-from trainleak.releases.base import Knowledge
 from trainleak.releases.checkpoint import Checkpoint
+from trainleak.releases.knowledge import Knowledge
 
 Constraint = Literal["sphere", "none"]
 SUPPORTED = ("mlp", "homogeneous_mlp", "random_features")
@@ -100,7 +100,8 @@ class TwoLayerChange:
             return init[key].detach().double(), final[key].detach().double()
 
         w1, w2 = pair(f"{names[0]}.weight"), pair(f"{names[1]}.weight")
-        assert w1 is not None and w2 is not None
+        if w1 is None or w2 is None:
+            raise RuntimeError("internal invariant violated: w1 is not None and w2 is not None")
         act = str(ckpt.architecture.kwargs.get("activation", "relu"))
         return cls(w1, pair(f"{names[0]}.bias"), w2, pair(f"{names[1]}.bias"), act)
 
@@ -236,7 +237,8 @@ class _Search(Attack[Checkpoint]):
             finals.append(trace[-1]["loss"])
             if best is None or finals[-1] < best[0]:
                 best = (finals[-1], embed(z).detach(), trace)
-        assert best is not None
+        if best is None:
+            raise RuntimeError("internal invariant violated: best is not None")
         return best[1], best[2], finals
 
 

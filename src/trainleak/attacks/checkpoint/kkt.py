@@ -37,8 +37,8 @@ from trainleak.attacks.base import (
 from trainleak.attacks.checkpoint._network import ReleasedMLP
 from trainleak.attacks.checkpoint.targets import TARGETS, make_target, target_for_optimizer
 from trainleak.progress import Progress, report_every
-from trainleak.releases.base import Knowledge
 from trainleak.releases.checkpoint import Checkpoint
+from trainleak.releases.knowledge import Knowledge
 
 
 @register_attack

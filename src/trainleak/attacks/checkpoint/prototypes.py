@@ -31,8 +31,8 @@ from trainleak.attacks.base import (
 )
 from trainleak.errors import ConfigError, ShapeError
 from trainleak.progress import Progress
-from trainleak.releases.base import Knowledge
 from trainleak.releases.checkpoint import Checkpoint
+from trainleak.releases.knowledge import Knowledge
 
 SUPPORTED = ("gaussian_mlp",)
 

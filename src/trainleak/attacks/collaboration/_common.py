@@ -5,18 +5,18 @@ from __future__ import annotations
 import numpy as np
 
 from trainleak.errors import MissingKnowledgeError, ShapeError
-from trainleak.releases.base import Knowledge
 from trainleak.releases.collaboration import Disclosure, SharedRepresentations
+from trainleak.releases.knowledge import Knowledge
 
 
 def disclosures(
     knowledge: Knowledge, release: SharedRepresentations, *, need_anchor: bool
 ) -> tuple[Disclosure, ...]:
-    """The colluders' disclosures from ``knowledge.hyperparameters['disclosures']``."""
-    found = knowledge.hyperparameters.get("disclosures")
+    """The colluders' disclosures from ``knowledge.disclosures``."""
+    found = knowledge.disclosures
     if not found:
         raise MissingKnowledgeError(
-            "collusion attacks need Knowledge(hyperparameters={'disclosures': (Disclosure, ...)}) "
+            "collusion attacks need Knowledge(disclosures=(Disclosure, ...)) "
             "from at least one colluding participant"
         )
     out = tuple(found)

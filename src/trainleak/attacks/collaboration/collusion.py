@@ -36,9 +36,9 @@ from trainleak.attacks.collaboration._common import (
 )
 from trainleak.linalg import polar, procrustes_affine
 from trainleak.progress import Progress
-from trainleak.releases.base import Knowledge
 from trainleak.releases.collaboration import SharedRepresentations
 from trainleak.releases.collaboration_alignment import align
+from trainleak.releases.knowledge import Knowledge
 
 
 def _result(rows: list[np.ndarray], parties: list[int], **diagnostics: object) -> Reconstruction:
@@ -61,7 +61,7 @@ class _CollusionAttack(Attack[SharedRepresentations]):
 
 
 class _AnchorAttack(_CollusionAttack):
-    requires: ClassVar[frozenset[str]] = frozenset({"hyperparameters"})
+    requires: ClassVar[frozenset[str]] = frozenset({"disclosures"})
     full_rank: ClassVar[bool] = False
 
     def rotation(self, centred: np.ndarray, upload_centred: np.ndarray) -> np.ndarray:
@@ -76,7 +76,8 @@ class _AnchorAttack(_CollusionAttack):
     ) -> Reconstruction:
         found = disclosures(knowledge, release, need_anchor=True)
         anchor = next(d.anchor for d in found if d.anchor is not None)
-        assert anchor is not None
+        if anchor is None:
+            raise RuntimeError("internal invariant violated: anchor is not None")
         centred, mu = centred_anchor(anchor.numpy(), require_full_rank=self.full_rank)
         rows, parties = [], targets(release, found)
         for i in parties:
@@ -148,7 +149,7 @@ class PivotAttack(_CollusionAttack):
     name: ClassVar[str] = "dc-pivot"
     summary: ClassVar[str] = "pivot through the colluders' own aligned rows (no anchor needed)"
     release_type: ClassVar[type[SharedRepresentations]] = SharedRepresentations
-    requires: ClassVar[frozenset[str]] = frozenset({"hyperparameters"})
+    requires: ClassVar[frozenset[str]] = frozenset({"disclosures"})
 
     alignment: Literal["imakura", "odc", "gopp_spectral"] = "gopp_spectral"
     power_iters: int = 0

@@ -10,8 +10,8 @@ from torch import nn
 from trainleak.attacks.base import Attack
 from trainleak.errors import ConfigError
 from trainleak.models.functional import instantiate
-from trainleak.releases.base import Knowledge
 from trainleak.releases.federated import GradientUpdate
+from trainleak.releases.knowledge import Knowledge
 
 
 def release_model(release: GradientUpdate) -> nn.Module:

@@ -34,8 +34,8 @@ from trainleak.attacks.gradient._objectives import (
 )
 from trainleak.errors import ConfigError
 from trainleak.progress import Progress, report_every
-from trainleak.releases.base import Knowledge
 from trainleak.releases.federated import GradientUpdate
+from trainleak.releases.knowledge import Knowledge
 
 
 def batch_size_of(release: GradientUpdate, knowledge: Knowledge) -> int:

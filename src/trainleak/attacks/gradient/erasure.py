@@ -51,8 +51,8 @@ from trainleak.attacks.gradient._span import SpanDecoder
 from trainleak.attacks.gradient.layout import detect_layout
 from trainleak.models.functional import FirstLayerSplit
 from trainleak.progress import Progress
-from trainleak.releases.base import Knowledge
 from trainleak.releases.federated import GradientUpdate
+from trainleak.releases.knowledge import Knowledge
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -29,8 +29,8 @@ from trainleak.attacks.gradient.layout import detect_layout, difference_rows
 from trainleak.errors import ConfigError
 from trainleak.models.functional import FirstLayerSplit
 from trainleak.progress import Progress
-from trainleak.releases.base import Knowledge
 from trainleak.releases.federated import GradientUpdate
+from trainleak.releases.knowledge import Knowledge
 
 
 @register_attack

@@ -37,8 +37,8 @@ from trainleak.attacks.gradient._objectives import (
 )
 from trainleak.attacks.gradient.dlg import batch_size_of
 from trainleak.progress import Progress, report_every
-from trainleak.releases.base import Knowledge
 from trainleak.releases.federated import GradientUpdate
+from trainleak.releases.knowledge import Knowledge
 
 
 @register_attack
@@ -102,7 +102,8 @@ class InvertingGradients(FedSGDAttack):
             trial = self._trial(model, release, knowledge, labels, generator, progress, r)
             if best is None or trial.loss < best.loss:
                 best = trial
-        assert best is not None  # restarts >= 1
+        if best is None:
+            raise RuntimeError("internal invariant violated: best is not None")
         return Reconstruction(
             inputs=best.x,
             labels=labels.clone(),

@@ -33,19 +33,17 @@ from trainleak.attacks.base import (
 )
 from trainleak.errors import MissingKnowledgeError
 from trainleak.progress import Progress
-from trainleak.releases.base import Knowledge
 from trainleak.releases.dp import PrivateRegression
+from trainleak.releases.knowledge import Knowledge
 
 
 def _basis(knowledge: Knowledge, x_o: torch.Tensor, mode: str, rank: int) -> torch.Tensor | None:
     if mode == "none":
         return None
     if mode == "known":
-        basis = knowledge.hyperparameters.get("subspace_basis")
+        basis = knowledge.subspace_basis
         if basis is None:
-            raise MissingKnowledgeError(
-                "subspace='known' needs Knowledge(hyperparameters={'subspace_basis': U})"
-            )
+            raise MissingKnowledgeError("subspace='known' needs Knowledge(subspace_basis=U)")
         return torch.as_tensor(basis, dtype=torch.float64)
     _, _, vh = torch.linalg.svd(x_o, full_matrices=False)
     return vh[:rank].T
@@ -57,7 +55,7 @@ class InformedRidgeAttack(Attack[PrivateRegression]):
     """Reconstruct the target of a private ridge regression from the other records.
 
     Args:
-        subspace: ``none``, ``known`` (``hyperparameters['subspace_basis']``, a (d, s)
+        subspace: ``none``, ``known`` (``Knowledge.subspace_basis``, a (d, s)
             orthonormal matrix) or ``pca`` (top ``rank`` right singular vectors of X_-).
         rank: subspace dimension for ``pca``.
         shrinkage: scale by the estimated cosine (Wiener-style) instead of the full norm.
@@ -87,7 +85,8 @@ class InformedRidgeAttack(Attack[PrivateRegression]):
         generator: torch.Generator,
         progress: Progress | None,
     ) -> Reconstruction:
-        assert knowledge.other_records is not None and knowledge.labels is not None
+        if knowledge.other_records is None or knowledge.labels is None:
+            raise MissingKnowledgeError("this attack needs Knowledge fields: other_records, labels")
         x_o, y_o = (t.double() for t in knowledge.other_records)
         d = x_o.shape[1]
         a = x_o.T @ x_o + release.lam * torch.eye(d, dtype=torch.float64)
@@ -101,7 +100,7 @@ class InformedRidgeAttack(Attack[PrivateRegression]):
             noise_energy = float(torch.trace(noise_cov))
         energy = float(v @ v)
         cos2 = max(0.0, 1.0 - noise_energy / energy) if energy > 0 else 0.0
-        norm = float(knowledge.hyperparameters.get("norm", 1.0))
+        norm = 1.0 if knowledge.record_norm is None else float(knowledge.record_norm)
         alpha = norm * (cos2**0.5 if self.shrinkage else 1.0)
         sign = 1.0 if float(knowledge.labels.reshape(-1)[0]) >= 0 else -1.0
         x_hat = sign * alpha * v / max(energy**0.5, 1e-300)

@@ -28,10 +28,10 @@ from trainleak.attacks.base import (
     register_attack,
 )
 from trainleak.attacks.informed._trajectory import TrajectoryModel
-from trainleak.errors import ShapeError
+from trainleak.errors import MissingKnowledgeError, ShapeError
 from trainleak.progress import Progress, report_every
-from trainleak.releases.base import Knowledge
 from trainleak.releases.dp import DPTrajectory
+from trainleak.releases.knowledge import Knowledge
 
 
 def pool_labels(knowledge: Knowledge) -> torch.Tensor:
@@ -40,7 +40,8 @@ def pool_labels(knowledge: Knowledge) -> torch.Tensor:
     Raises:
         ShapeError: ``labels`` is neither of length 1 nor of the pool's length.
     """
-    assert knowledge.prior is not None and knowledge.labels is not None
+    if knowledge.prior is None or knowledge.labels is None:
+        raise MissingKnowledgeError("this attack needs Knowledge fields: prior, labels")
     n, labels = knowledge.prior.shape[0], knowledge.labels.reshape(-1).long()
     if labels.numel() == 1:
         return labels.expand(n).clone()
@@ -53,7 +54,8 @@ def pool_labels(knowledge: Knowledge) -> torch.Tensor:
 
 
 def _others(knowledge: Knowledge) -> tuple[torch.Tensor, torch.Tensor]:
-    assert knowledge.other_records is not None
+    if knowledge.other_records is None:
+        raise MissingKnowledgeError("this attack needs Knowledge fields: other_records")
     return knowledge.other_records
 
 
@@ -92,7 +94,8 @@ class PosteriorMeanAttack(Attack[DPTrajectory]):
         generator: torch.Generator,
         progress: Progress | None,
     ) -> Reconstruction:
-        assert knowledge.prior is not None
+        if knowledge.prior is None:
+            raise MissingKnowledgeError("this attack needs Knowledge fields: prior")
         tm = TrajectoryModel(release)
         res = tm.residuals(_others(knowledge))
         pool = knowledge.prior.double()
@@ -153,7 +156,8 @@ class MAPTrajectoryAttack(Attack[DPTrajectory]):
         generator: torch.Generator,
         progress: Progress | None,
     ) -> Reconstruction:
-        assert knowledge.prior is not None and knowledge.value_range is not None
+        if knowledge.prior is None or knowledge.value_range is None:
+            raise MissingKnowledgeError("this attack needs Knowledge fields: prior, value_range")
         tm = TrajectoryModel(release)
         res = tm.residuals(_others(knowledge))
         pool, labels = knowledge.prior.double(), pool_labels(knowledge)
@@ -217,7 +221,8 @@ class PopulationMeanBaseline(Attack[DPTrajectory]):
         generator: torch.Generator,
         progress: Progress | None,
     ) -> Reconstruction:
-        assert knowledge.prior is not None
+        if knowledge.prior is None:
+            raise MissingKnowledgeError("this attack needs Knowledge fields: prior")
         prior = knowledge.prior.float()
         if self.statistic == "median":
             return Reconstruction(inputs=prior.median(0, keepdim=True).values)

@@ -29,7 +29,7 @@ from trainleak.attacks.unlearning.identify import recover_deletion
 from trainleak.attacks.unlearning.probing import identify_before
 from trainleak.errors import ShapeError
 from trainleak.progress import Progress, report_every
-from trainleak.releases.base import Knowledge
+from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.unlearning import BroadcastLog
 
 

@@ -113,7 +113,8 @@ def identify_before(log: BroadcastLog, t: int, *, prior_lam: float = 0.0) -> Sta
     D, R = [], []
     for k in owns:
         msg = log.own[k]
-        assert msg is not None
+        if msg is None:
+            raise RuntimeError("internal invariant violated: msg is not None")
         dA, dB = dA + msg.dA().numpy(), dB + msg.dB.numpy()
         D.append(heads[k] - heads[start])
         R.append(dB - dA @ heads[k])

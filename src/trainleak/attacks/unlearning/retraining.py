@@ -26,7 +26,7 @@ from trainleak.attacks.base import (
 )
 from trainleak.errors import ShapeError
 from trainleak.progress import Progress
-from trainleak.releases.base import Knowledge
+from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.unlearning import DeletionTranscript
 
 
@@ -104,12 +104,14 @@ class RetrainingReconstructionAttack(Attack[DeletionTranscript]):
                 "majority vote needs per-record outputs; use combine='mean' for aggregates"
             )
         first = ids[0]
-        assert first is not None
+        if first is None:
+            raise RuntimeError("internal invariant violated: first is not None")
         adv = release.adversary_ids.numpy()
         honest = np.sort(first.numpy()[~np.isin(first.numpy(), adv)])
         votes = np.empty((len(outputs), len(honest)))
         for k, (out, rid) in enumerate(zip(outputs, ids)):
-            assert rid is not None
+            if rid is None:
+                raise RuntimeError("internal invariant violated: rid is not None")
             pos = {int(i): j for j, i in enumerate(rid.tolist())}
             votes[k] = out[[pos[int(i)] for i in honest]]
         return honest, votes
