@@ -11,8 +11,8 @@ from release_fixtures import tiny_two_layer_checkpoint
 from trainleak.attacks.checkpoint.init_final import (
     ParameterChangeMatching,
     SubspaceParameterMatching,
-    TwoLayerChange,
 )
+from trainleak.attacks.checkpoint.two_layer import TwoLayerChange
 from trainleak.bounds.random_features import empirical_transition, projection_loss, width_threshold
 from trainleak.errors import ConfigError, ShapeError
 from trainleak.experiments.subspace_reconstruction import matched_l2_error

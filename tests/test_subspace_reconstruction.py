@@ -10,8 +10,8 @@ import torch
 from trainleak.attacks.checkpoint.init_final import (
     ParameterChangeMatching,
     SubspaceParameterMatching,
-    TwoLayerChange,
 )
+from trainleak.attacks.checkpoint.two_layer import TwoLayerChange
 from trainleak.data import balanced_subset, load_digits, to_symmetric
 from trainleak.experiments.subspace_reconstruction import matched_l2_error, span_energy
 from trainleak.metrics import evaluate_reconstruction

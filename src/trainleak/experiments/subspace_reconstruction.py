@@ -34,8 +34,8 @@ from trainleak.attacks.base import Reconstruction
 from trainleak.attacks.checkpoint.init_final import (
     ParameterChangeMatching,
     SubspaceParameterMatching,
-    TwoLayerChange,
 )
+from trainleak.attacks.checkpoint.two_layer import TwoLayerChange
 from trainleak.bounds.random_features import empirical_transition, width_threshold
 from trainleak.data import balanced_subset, load_dataset, to_symmetric
 from trainleak.experiments.base import ExperimentConfig, Result, experiment
