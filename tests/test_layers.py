@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
     "progress": 0,
     "_discovery": 0,
     "linalg": 0,
+    "validation": 0,
     "data": 1,
     "models": 1,
     "metrics": 2,
@@ -84,6 +85,22 @@ def _violations() -> list[str]:
 def test_imports_point_downwards() -> None:
     bad = _violations()
     assert not bad, "imports that run back up the layers:\n" + "\n".join(bad)
+
+
+def test_no_function_level_import_of_the_package() -> None:
+    """Imports of trainleak sit at module level: none hides a cycle inside a function."""
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom | ast.Import) and node.col_offset > 0:
+                names = (
+                    [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else [a.name for a in node.names]
+                )
+                if any(n.split(".")[0] == "trainleak" for n in names):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, f"function-level imports of trainleak: {bad}"
 
 
 def test_checker_catches_an_upward_import(tmp_path: Path, monkeypatch) -> None:

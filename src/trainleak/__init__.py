@@ -1,9 +1,12 @@
 """trainleak: what can be reconstructed from a training release, and what provably cannot.
 
-The package is layered (imports point downwards only)::
+The package is layered; imports point downwards only (``docs/architecture.md``, enforced by
+``tests/test_layers.py``)::
 
-    data, models  ->  training  ->  releases  ->  attacks / bounds / defenses
-                  ->  metrics   ->  experiments  ->  audit  ->  cli
+    errors, validation, progress, linalg
+      -> data, models -> metrics -> releases -> bounds -> defenses
+      -> systems | attacks   (siblings: systems produce releases, attacks consume them)
+      -> scenarios -> experiments -> audit -> cli
 """
 
 from trainleak.errors import (
