@@ -272,3 +272,17 @@ def test_grid_handles_three_channels_and_flat_digits(digits) -> None:
     flat = x.reshape(100, 64)
     g1 = reconstruction_grid(flat, flat, evaluate_reconstruction(flat, flat), n=8)
     assert g1.ndim == 2 and g1.shape == (2 * 8 + 2, 8 * 9 + 1)
+
+
+def test_vector_scores_are_sign_free_and_strict() -> None:
+    import numpy as np
+
+    from trainleak.metrics.vectors import abs_cosine, exact_rows, relative_error
+
+    true = np.array([[1.0, 0.0], [0.0, 2.0]])
+    rec = np.array([[-3.0, 0.0], [1.0, 1.0]])
+    assert np.allclose(abs_cosine(rec, true), [1.0, 2**-0.5])
+    assert exact_rows(rec, np.array([1, 0]), true, np.array([1, 0])).tolist() == [True, False]
+    assert exact_rows(rec, np.array([0, 0]), true, np.array([1, 0])).tolist() == [False, False]
+    assert relative_error(true, true) == 0.0
+    assert relative_error(2 * true, true) == 1.0

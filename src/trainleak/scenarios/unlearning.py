@@ -14,6 +14,7 @@ import torch
 
 from trainleak.attacks.unlearning.broadcast import BroadcastDeletionAttack
 from trainleak.attacks.unlearning.probing import ProbeKind, identify_before
+from trainleak.metrics.vectors import abs_cosine, exact_rows, relative_error
 from trainleak.releases.unlearning import SummaryMessage
 from trainleak.scenarios.probing_client import ProbingClient
 from trainleak.systems.unlearning.server import ExactUnlearningServer
@@ -70,15 +71,11 @@ def run_protocol(s: ProtocolSetting) -> ProtocolOutcome:
     rec = attack(server.log_for("mallory"))
     phis, labels = rec.inputs.numpy(), rec.labels.numpy() if rec.labels is not None else None
     if labels is None or rec.certified is None:
-        raise RuntimeError(
-            "internal invariant violated: labels is not None and rec.certified is not None"
-        )
+        raise RuntimeError("the broadcast attack returned no labels or certificates")
     true_phi = np.stack([t[0] for t in truth])
     true_lab = np.array([t[1] for t in truth])
-    cos = np.abs((phis * true_phi).sum(1)) / np.maximum(
-        np.linalg.norm(phis, axis=1) * np.linalg.norm(true_phi, axis=1), 1e-300
-    )
-    correct = (labels == true_lab) & (cos > 0.999)
+    cos = abs_cosine(phis, true_phi)
+    correct = exact_rows(phis, labels, true_phi, true_lab)
     extras = {"exact_rate": float(correct.mean())}
     return ProtocolOutcome(
         label_accuracy=float((labels == true_lab).mean()),
@@ -124,7 +121,7 @@ def _state_errors(
     log = server.log_for("mallory")
 
     return [
-        float(np.linalg.norm(identify_before(log, t, prior_lam=lam).A - A) / np.linalg.norm(A))
+        relative_error(identify_before(log, t, prior_lam=lam).A, A)
         for t, A in list(zip(targets, states))[:10]
     ]
 
@@ -134,4 +131,4 @@ def _reinsert(server: ExactUnlearningServer, phi: np.ndarray, label: int, c: int
     before = server.events[-2].head
     msg = SummaryMessage.records(torch.from_numpy(phi[None]), torch.tensor([label]), c)
     server.submit("mallory", msg)
-    return float(np.linalg.norm(server.events[-1].head - before) / np.linalg.norm(before))
+    return relative_error(server.events[-1].head, before)
