@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import require_data
 from trainleak.data import (
     CIFAR10_CLASSES,
     CorruptDataError,
@@ -37,15 +38,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def data_root() -> Path:
     root = Path(os.environ.get("TRAINLEAK_DATA", str(REPO_ROOT.parent / "shared" / "data")))
-    if not root.is_dir():
-        pytest.skip(f"real data folder {root} is absent (set TRAINLEAK_DATA to supply it)")
-    return root
+    return require_data(root)
 
 
 def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"staged data file {path} is absent")
-    return path
+    return require_data(path, "staged data file")
 
 
 @pytest.fixture(scope="module")
@@ -198,12 +195,15 @@ def test_cifar_limit_and_partial_sprites(data_root, cifar_train):
         assert len(load_cifar10(data_dir=data_root, limit=4500)) == 4000
 
 
-def test_cifar_missing_test_sprite_is_named(data_root):
+def test_cifar_missing_test_sprite_is_named(data_root, tmp_path):
     folder = _need(data_root / "cifar10")
-    if (folder / "cifar10_batch_50.png").exists():
-        pytest.skip("the test sprite is staged here")
+    staged = tmp_path / "cifar10"
+    staged.mkdir()
+    for f in folder.iterdir():  # everything but the test sprite, whatever is staged upstream
+        if f.name != "cifar10_batch_50.png":
+            (staged / f.name).symlink_to(f)
     with pytest.raises(DataNotFoundError, match=r"cifar10_batch_50\.png.*TRAINLEAK_DATA="):
-        load_cifar10("test", data_dir=data_root)
+        load_cifar10("test", data_dir=tmp_path)
 
 
 def test_cifar_missing_folder(tmp_path):
