@@ -16,6 +16,7 @@ ROOT = Path(trainleak.__file__).parent
 # Lower rank = lower layer. A module may import its own package, its own layer or lower ones.
 LAYERS: dict[str, int] = {
     "errors": 0,
+    "validation": 0,
     "progress": 0,
     "_discovery": 0,
     "linalg": 0,

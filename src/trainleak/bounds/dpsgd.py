@@ -52,7 +52,8 @@ from trainleak.bounds.entropy import (
     finite_pool_bound,
     make_blocks,
 )
-from trainleak.errors import ConfigError, check_in_range, check_positive, import_extra
+from trainleak.errors import ConfigError, import_extra
+from trainleak.validation import check_in_range, check_positive
 
 LeakageMethod = Literal["capacity", "kl_null", "chi2", "best"]
 LEAKAGE_METHODS: tuple[str, ...] = ("capacity", "kl_null", "chi2", "best")

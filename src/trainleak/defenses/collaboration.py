@@ -16,8 +16,9 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from trainleak.errors import ReleaseTypeError, check_positive
+from trainleak.errors import ReleaseTypeError
 from trainleak.releases.collaboration import SharedRepresentations, Upload
+from trainleak.validation import check_positive
 
 
 def _check(release: object) -> SharedRepresentations:

@@ -20,9 +20,10 @@ from typing import Literal, TypeVar, cast
 
 import torch
 
-from trainleak.errors import ConfigError, ReleaseTypeError, check_positive
+from trainleak.errors import ConfigError, ReleaseTypeError
 from trainleak.releases.base import Release
 from trainleak.releases.federated import GradientUpdate
+from trainleak.validation import check_positive
 
 R = TypeVar("R", bound=Release)
 

@@ -21,9 +21,10 @@ from typing import Literal
 
 import numpy as np
 
-from trainleak.errors import ConfigError, check_choice
+from trainleak.errors import ConfigError
 from trainleak.linalg import polar
 from trainleak.releases.collaboration import SharedRepresentations
+from trainleak.validation import check_choice
 
 AlignMethod = Literal["imakura", "odc", "gopp_spectral"]
 

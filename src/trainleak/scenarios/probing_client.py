@@ -20,8 +20,9 @@ from trainleak.attacks.unlearning.probing import (
     plan_unrestricted,
     response_rank,
 )
-from trainleak.errors import ConfigError, check_choice
+from trainleak.errors import ConfigError
 from trainleak.systems.unlearning.server import ExactUnlearningServer
+from trainleak.validation import check_choice
 
 
 @dataclass

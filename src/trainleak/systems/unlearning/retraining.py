@@ -31,8 +31,9 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 
-from trainleak.errors import ConfigError, check_choice, check_positive
+from trainleak.errors import ConfigError
 from trainleak.releases.unlearning import DeletionTranscript
+from trainleak.validation import check_choice, check_positive
 
 Randomness = Literal["fresh", "coupled", "protected"]
 
