@@ -209,6 +209,7 @@ def check_in_range(name: str, value: float, low: float, high: float, *, closed: 
     ).check(name, value)
 
 
-def check_choice(name: str, value: Any, choices: tuple[Any, ...] | list[Any]) -> None:
-    """Raise :class:`ConfigError` unless argument ``value`` is one of ``choices``."""
-    Constraint(choices=tuple(choices)).check(name, value)
+def check_choice(name: str, value: Any, choices: Any) -> None:
+    """Raise :class:`ConfigError` unless argument ``value`` is one of ``choices`` (a sequence or
+    a ``Literal[...]`` type)."""
+    Constraint(choices=_choices(choices)).check(name, value)
