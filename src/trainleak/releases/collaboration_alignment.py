@@ -65,7 +65,7 @@ def align(
     Raises:
         ConfigError: unknown method, negative iterations or a bad ``dim``.
     """
-    check_choice("method", method, ("imakura", "odc", "gopp_spectral"))
+    check_choice("method", method, AlignMethod)
     if power_iters < 0:
         raise ConfigError.invalid("power_iters", "an integer >= 0", power_iters)
     m = release.dim
