@@ -63,26 +63,3 @@ def import_extra(module: str, extra: str, purpose: str) -> Any:
 
 class ShapeError(TrainleakError, ValueError):
     """A tensor does not have the shape the operation needs."""
-
-
-def check_positive(name: str, value: float, *, allow_zero: bool = False) -> None:
-    """Raise :class:`ConfigError` unless ``value`` is positive (or zero when allowed)."""
-    ok = value >= 0 if allow_zero else value > 0
-    if not ok or value != value:  # NaN check
-        expected = "a non-negative number" if allow_zero else "a positive number"
-        raise ConfigError.invalid(name, expected, value)
-
-
-def check_in_range(name: str, value: float, low: float, high: float, *, closed: str = "[]") -> None:
-    """Raise :class:`ConfigError` unless ``value`` lies in the interval given by ``closed``."""
-    lo_ok = value >= low if closed[0] == "[" else value > low
-    hi_ok = value <= high if closed[1] == "]" else value < high
-    if not (lo_ok and hi_ok):
-        interval = f"{closed[0]}{low}, {high}{closed[1]}"
-        raise ConfigError.invalid(name, f"a number in {interval}", value)
-
-
-def check_choice(name: str, value: Any, choices: tuple[Any, ...] | list[Any]) -> None:
-    """Raise :class:`ConfigError` unless ``value`` is one of ``choices``."""
-    if value not in choices:
-        raise ConfigError.invalid(name, f"one of {list(choices)}", value)

@@ -1,7 +1,9 @@
 """The attack contract: one class per attack, a final ``__call__``, one result type.
 
 Subclasses are frozen keyword-only dataclasses whose fields are the hyper-parameters, with the
-paper's defaults. ``validate`` checks them at construction; ``run`` does the work. The base
+paper's defaults, each declaring its constraint with :func:`trainleak.validation.param`. At
+construction :func:`~trainleak.validation.check_fields` checks every declared constraint, then
+``validate`` runs the checks that involve several fields; ``run`` does the work. The base
 class's ``__call__`` checks the release type and the required knowledge, builds a local
 ``torch.Generator`` from the seed (nothing global is ever seeded), times the run and checks the
 shape of what comes back.
@@ -26,6 +28,7 @@ from trainleak.errors import ConfigError, ReleaseTypeError, ShapeError
 from trainleak.progress import Progress
 from trainleak.releases.base import Release
 from trainleak.releases.knowledge import Knowledge
+from trainleak.validation import check_fields
 
 R = TypeVar("R", bound=Release)
 
@@ -62,9 +65,10 @@ class Attack(Generic[R]):
     """Base class: maps (Release, Knowledge) to a :class:`Reconstruction`.
 
     Subclasses set ``name``, ``summary``, ``release_type`` and ``requires``, are decorated with
-    ``@dataclass(frozen=True, kw_only=True)`` and ``@register_attack``, and implement ``run``,
-    and ``validate``. Each registered attack has a case in the conformance table
-    (``tests/conformance_cases.py``), which a test keeps complete.
+    ``@dataclass(frozen=True, kw_only=True)`` and ``@register_attack``, declare each
+    hyper-parameter's constraint with ``param(...)``, implement ``run``, and override
+    ``validate`` only for constraints that involve several fields. Each registered attack has a
+    case in the conformance table (``tests/conformance_cases.py``), which a test keeps complete.
     """
 
     name: ClassVar[str] = ""
@@ -73,10 +77,12 @@ class Attack(Generic[R]):
     requires: ClassVar[frozenset[str]] = frozenset()
 
     def __post_init__(self) -> None:
+        check_fields(self)
         self.validate()
 
     def validate(self) -> None:
-        """Check the hyper-parameters; raise :class:`ConfigError` naming the bad one."""
+        """Cross-field checks (per-field ones are declared with ``param``); raise
+        :class:`ConfigError` naming the bad field."""
 
     @final
     def __call__(
@@ -144,9 +150,3 @@ def register_attack(cls: A) -> A:
 def registered_attacks() -> dict[str, type[Attack[Any]]]:
     """The registry as it stands (see ``trainleak.attacks.available_attacks``)."""
     return dict(_ATTACKS)
-
-
-def check_hparam(name: str, ok: bool, expected: str, value: Any) -> None:
-    """Raise :class:`ConfigError` for hyper-parameter ``name`` unless ``ok``."""
-    if not ok:
-        raise ConfigError.invalid(name, expected, value)

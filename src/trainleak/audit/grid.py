@@ -35,14 +35,10 @@ import yaml
 
 from trainleak.audit.runner import STORE_FILE, run_experiment
 from trainleak.audit.store import ResultStore, config_hash
-from trainleak.errors import (
-    ConfigError,
-    DataNotFoundError,
-    check_choice,
-    import_extra,
-)
+from trainleak.errors import ConfigError, DataNotFoundError, import_extra
 from trainleak.experiments import get_experiment
 from trainleak.progress import Progress
+from trainleak.validation import check_choice
 
 Backend = Literal["local", "ray"]
 

@@ -23,7 +23,8 @@ import math
 from scipy.stats import binom
 
 from trainleak.bounds.base import BoundResult
-from trainleak.errors import ConfigError, check_positive
+from trainleak.errors import ConfigError
+from trainleak.validation import check_positive
 
 
 def majority_vote_recovery(eps: float, deletions: int) -> BoundResult:

@@ -52,7 +52,8 @@ from trainleak.bounds.entropy import (
     finite_pool_bound,
     make_blocks,
 )
-from trainleak.errors import ConfigError, check_in_range, check_positive, import_extra
+from trainleak.errors import ConfigError, import_extra
+from trainleak.validation import check_choice, check_in_range, check_positive
 
 LeakageMethod = Literal["capacity", "kl_null", "chi2", "best"]
 LEAKAGE_METHODS: tuple[str, ...] = ("capacity", "kl_null", "chi2", "best")
@@ -156,8 +157,7 @@ def step_leakage(q: float, sigma: float, method: LeakageMethod = "best") -> floa
     """
     check_in_range("sampling_rate", q, 0.0, 1.0, closed="(]")
     check_positive("noise_multiplier", sigma)
-    if method not in LEAKAGE_METHODS:
-        raise ConfigError.invalid("leakage_method", f"one of {list(LEAKAGE_METHODS)}", method)
+    check_choice("leakage_method", method, LEAKAGE_METHODS)
     inv = 1.0 / (sigma * sigma)
     capacity = q * inv / 2.0
     chi2 = math.log1p(q * q * math.expm1(inv)) if inv < 700 else math.inf

@@ -44,7 +44,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from trainleak.errors import ConfigError, ShapeError, check_in_range
+from trainleak.errors import ConfigError, ShapeError
+from trainleak.validation import check_in_range
 
 BlockKind = Literal["patches", "coordinates"]
 

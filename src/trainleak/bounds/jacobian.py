@@ -33,8 +33,9 @@ from torch import nn
 from torch.func import functional_call, grad, jacrev
 
 from trainleak.bounds.base import BoundResult
-from trainleak.errors import ConfigError, ShapeError, check_positive
+from trainleak.errors import ConfigError, ShapeError
 from trainleak.models.functional import per_sample_gradients
+from trainleak.validation import check_positive
 
 
 def _flat_update(

@@ -25,7 +25,8 @@ import numpy as np
 
 from trainleak.bounds.base import BoundResult
 from trainleak.bounds.dpsgd import Schedule, renyi2_epsilon
-from trainleak.errors import ConfigError, check_positive
+from trainleak.errors import ConfigError
+from trainleak.validation import check_positive
 
 
 def guo_unbiased_bound(schedule: Schedule, diameter: float = 1.0) -> BoundResult:

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import torch
 
 from trainleak.errors import ConfigError, ShapeError
+from trainleak.validation import check_positive
 
 
 def width_threshold(d: int, n: int, s: int | None = None, *, factor: float = 1.0) -> float:
@@ -53,8 +54,7 @@ def width_threshold(d: int, n: int, s: int | None = None, *, factor: float = 1.0
         (200.0, 30.0)
     """
     for name, value in (("d", d), ("n", n), ("factor", factor)):
-        if not value > 0:
-            raise ConfigError.invalid(name, "a positive number", value)
+        check_positive(name, value)
     if s is not None and not 0 < s <= d:
         raise ConfigError.invalid("s", f"None or an integer in [1, d={d}]", s)
     return float(factor * (d if s is None else s) * n)

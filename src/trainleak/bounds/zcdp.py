@@ -33,7 +33,8 @@ import numpy as np
 from scipy import special
 
 from trainleak.bounds.base import BoundResult
-from trainleak.errors import ConfigError, check_in_range, check_positive
+from trainleak.errors import ConfigError
+from trainleak.validation import check_in_range, check_positive
 
 Prior = Literal["gaussian", "sphere"]
 

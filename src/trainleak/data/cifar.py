@@ -20,7 +20,8 @@ from trainleak.data._files import (
 )
 from trainleak.data._safe_pickle import safe_load
 from trainleak.data._types import CIFAR10_CLASSES, ImageDataset
-from trainleak.errors import UnsafeFileError, check_choice
+from trainleak.errors import UnsafeFileError
+from trainleak.validation import check_choice
 
 _PY_FOLDER = "cifar-10-batches-py"
 _SPRITE_ROWS = 1000  # images per PNG sprite

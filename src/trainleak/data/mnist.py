@@ -12,7 +12,7 @@ import torch
 
 from trainleak.data._files import check_limit, corrupt_error, find_file, resolve_data_dir
 from trainleak.data._types import DIGIT_CLASSES, ImageDataset
-from trainleak.errors import check_choice
+from trainleak.validation import check_choice
 
 _IDX_UBYTE = 0x0800  # magic = 0x0800 | ndim for unsigned-byte IDX arrays
 

@@ -8,7 +8,8 @@ from typing import Literal
 import torch
 
 from trainleak.data._types import CIFAR10_CLASSES, ImageDataset
-from trainleak.errors import ConfigError, check_choice
+from trainleak.errors import ConfigError
+from trainleak.validation import check_choice
 
 BinaryKind = Literal["odd_even", "vehicles_animals"]
 _VEHICLES = frozenset({"airplane", "automobile", "ship", "truck"})

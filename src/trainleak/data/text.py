@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 from trainleak.data._files import corrupt_error, find_file, resolve_data_dir
-from trainleak.errors import check_choice
+from trainleak.validation import check_choice
 
 
 def load_wikitext2(

@@ -16,8 +16,9 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from trainleak.errors import ReleaseTypeError, check_positive
+from trainleak.errors import ReleaseTypeError
 from trainleak.releases.collaboration import SharedRepresentations, Upload
+from trainleak.validation import check_fields, param
 
 
 def _check(release: object) -> SharedRepresentations:
@@ -32,10 +33,10 @@ def _check(release: object) -> SharedRepresentations:
 class PrivateNoise:
     """Add ``N(0, sigma^2)`` to every private upload entry."""
 
-    sigma: float
+    sigma: float = param(ge=0)
 
     def __post_init__(self) -> None:
-        check_positive("sigma", self.sigma, allow_zero=True)
+        check_fields(self)
 
     def __call__(
         self, release: SharedRepresentations, generator: torch.Generator
@@ -60,10 +61,10 @@ class PrivateNoise:
 class AnchorNoise:
     """Add ``N(0, tau^2)`` to every anchor upload entry (private uploads untouched)."""
 
-    tau: float
+    tau: float = param(ge=0)
 
     def __post_init__(self) -> None:
-        check_positive("tau", self.tau, allow_zero=True)
+        check_fields(self)
 
     def __call__(
         self, release: SharedRepresentations, generator: torch.Generator

@@ -20,11 +20,13 @@ from typing import Literal, TypeVar, cast
 
 import torch
 
-from trainleak.errors import ConfigError, ReleaseTypeError, check_positive
+from trainleak.errors import ReleaseTypeError
 from trainleak.releases.base import Release
 from trainleak.releases.federated import GradientUpdate
+from trainleak.validation import check_fields, param
 
 R = TypeVar("R", bound=Release)
+QuantizeMode = Literal["nearest", "stochastic", "half"]
 
 
 def _as_update(release: Release, who: str) -> GradientUpdate:
@@ -56,11 +58,11 @@ class GaussianNoise:
         True
     """
 
-    sigma: float
+    sigma: float = param(ge=0)
     relative: bool = False
 
     def __post_init__(self) -> None:
-        check_positive("sigma", self.sigma, allow_zero=True)
+        check_fields(self)
 
     def __call__(self, release: R, generator: torch.Generator) -> R:
         upd = _as_update(release, "GaussianNoise")
@@ -83,10 +85,10 @@ class ClipNorm:
     clipping with noise (DP-SGD) is a training-time defense, see :mod:`trainleak.systems.training`.
     """
 
-    max_norm: float
+    max_norm: float = param(gt=0)
 
     def __post_init__(self) -> None:
-        check_positive("max_norm", self.max_norm)
+        check_fields(self)
 
     def __call__(self, release: R, generator: torch.Generator) -> R:
         upd = _as_update(release, "ClipNorm")
@@ -105,14 +107,11 @@ class Quantize:
     and back instead.
     """
 
-    bits: int
-    mode: Literal["nearest", "stochastic", "half"] = "nearest"
+    bits: int = param(ge=1, le=32, integer=True)
+    mode: QuantizeMode = param("nearest", choices=QuantizeMode)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.bits, int) or not 1 <= self.bits <= 32:
-            raise ConfigError.invalid("bits", "an integer in [1, 32]", self.bits)
-        if self.mode not in ("nearest", "stochastic", "half"):
-            raise ConfigError.invalid("mode", "'nearest', 'stochastic' or 'half'", self.mode)
+        check_fields(self)
 
     def _one(self, v: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         if self.mode == "half":

@@ -24,8 +24,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from trainleak.errors import ConfigError, ShapeError, check_positive
+from trainleak.errors import ConfigError, ShapeError
 from trainleak.metrics.matching import count_key, evaluate_reconstruction
+from trainleak.validation import check_positive
 
 
 def _check_m(m: int) -> None:

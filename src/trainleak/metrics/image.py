@@ -32,7 +32,8 @@ from torchmetrics.functional.image import (
     structural_similarity_index_measure,
 )
 
-from trainleak.errors import ShapeError, check_positive
+from trainleak.errors import ShapeError
+from trainleak.validation import check_positive
 
 SSIM_MIN_SIDE = 16
 """Images whose short side is below this many pixels are upsampled before SSIM."""

@@ -28,8 +28,9 @@ import torch
 from scipy.optimize import linear_sum_assignment
 from torch import Tensor
 
-from trainleak.errors import ShapeError, check_choice, check_in_range
+from trainleak.errors import ShapeError
 from trainleak.metrics.image import as_image_batch, minmax_normalize, psnr, ssim, ssim_matrix
+from trainleak.validation import check_choice, check_in_range
 
 MatchMethod = Literal["ncc", "hungarian", "best_ssim"]
 

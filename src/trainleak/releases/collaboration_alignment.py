@@ -21,9 +21,10 @@ from typing import Literal
 
 import numpy as np
 
-from trainleak.errors import ConfigError, check_choice
+from trainleak.errors import ConfigError
 from trainleak.linalg import polar
 from trainleak.releases.collaboration import SharedRepresentations
+from trainleak.validation import check_choice
 
 AlignMethod = Literal["imakura", "odc", "gopp_spectral"]
 
@@ -64,7 +65,7 @@ def align(
     Raises:
         ConfigError: unknown method, negative iterations or a bad ``dim``.
     """
-    check_choice("method", method, ("imakura", "odc", "gopp_spectral"))
+    check_choice("method", method, AlignMethod)
     if power_iters < 0:
         raise ConfigError.invalid("power_iters", "an integer >= 0", power_iters)
     m = release.dim

@@ -26,6 +26,7 @@ from trainleak.errors import ConfigError, ShapeError
 from trainleak.models.registry import build_model
 from trainleak.models.spec import ModelSpec, StateDict, load_state_dict
 from trainleak.releases.base import Release
+from trainleak.validation import check_fields, param
 
 UpdateKind = Literal["gradient", "delta"]
 
@@ -61,12 +62,13 @@ class GradientUpdate(Release):
     architecture: ModelSpec
     parameters: StateDict
     update: StateDict
-    batch_size: int | None = None
-    local_steps: int = 1
-    learning_rate: float | None = None
-    kind: UpdateKind = "gradient"
+    batch_size: int | None = param(None, ge=1, integer=True)
+    local_steps: int = param(1, ge=1, integer=True)
+    learning_rate: float | None = param(None, gt=0, lt=math.inf)
+    kind: UpdateKind = param("gradient", choices=UpdateKind)
 
     def __post_init__(self) -> None:
+        check_fields(self)
         _check_counts(self)
         _check_update(self.parameters, self.update)
         _check_against_architecture(self.architecture, self.parameters)
@@ -173,18 +175,10 @@ class GradientUpdate(Release):
 
 
 def _check_counts(u: GradientUpdate) -> None:
-    if u.batch_size is not None and (not isinstance(u.batch_size, int) or u.batch_size < 1):
-        raise ConfigError.invalid("batch_size", "a positive integer or None", u.batch_size)
-    if not isinstance(u.local_steps, int) or u.local_steps < 1:
-        raise ConfigError.invalid("local_steps", "a positive integer", u.local_steps)
-    if u.learning_rate is not None and not (u.learning_rate > 0 and math.isfinite(u.learning_rate)):
-        raise ConfigError.invalid("learning_rate", "a positive finite number", u.learning_rate)
     if u.local_steps > 1 and u.learning_rate is None:
         raise ConfigError.invalid(
             "learning_rate", "the local learning rate when local_steps > 1", None
         )
-    if u.kind not in ("gradient", "delta"):
-        raise ConfigError.invalid("kind", "'gradient' or 'delta'", u.kind)
 
 
 def _check_update(parameters: StateDict, update: StateDict) -> None:

@@ -20,8 +20,9 @@ from trainleak.attacks.unlearning.probing import (
     plan_unrestricted,
     response_rank,
 )
-from trainleak.errors import ConfigError, check_choice
+from trainleak.errors import ConfigError
 from trainleak.systems.unlearning.server import ExactUnlearningServer
+from trainleak.validation import check_fields, param
 
 
 @dataclass
@@ -40,7 +41,7 @@ class ProbingClient:
     """
 
     name: str
-    kind: ProbeKind
+    kind: ProbeKind = param(choices=ProbeKind)
     own_phi: np.ndarray | None = None
     own_labels: np.ndarray | None = None
     batch: int = 10
@@ -49,7 +50,7 @@ class ProbingClient:
     patience: int = 2
 
     def __post_init__(self) -> None:
-        check_choice("kind", self.kind, ("unrestricted", "own_data"))
+        check_fields(self)
         if self.kind == "own_data" and (self.own_phi is None or self.own_labels is None):
             raise ConfigError.invalid("own_phi", "own records for own-data probes", None)
 

@@ -33,20 +33,19 @@ from typing import ClassVar, Literal
 
 import torch
 
-from trainleak.attacks.base import (
-    Attack,
-    Reconstruction,
-    check_hparam,
-    register_attack,
-)
+from trainleak.attacks.base import Attack, Reconstruction, register_attack
 from trainleak.attacks.checkpoint.two_layer import TwoLayerChange
 from trainleak.bounds.random_features import projection_loss
 from trainleak.errors import ConfigError
 from trainleak.progress import Progress, report_every
 from trainleak.releases.checkpoint import Checkpoint
 from trainleak.releases.knowledge import Knowledge
+from trainleak.validation import param
 
 Constraint = Literal["sphere", "none"]
+Params = Literal["last", "all"]
+LinearizeAt = Literal["init", "final"]
+Source = Literal["first_layer_delta", "prior"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,30 +69,14 @@ class _Search(Attack[Checkpoint]):
     release_type: ClassVar[type[Checkpoint]] = Checkpoint
     requires: ClassVar[frozenset[str]] = frozenset({"input_shape", "n_records"})
 
-    steps: int = 2000
-    lr: float = 0.01
-    restarts: int = 3
-    constraint: Constraint = "none"
-    radius: float | None = None
-    init_std: float = 1.0
-    ridge: float = 1e-9
-    log_every: int = 100
-
-    def validate(self) -> None:
-        check_hparam("steps", self.steps >= 0, "an integer >= 0", self.steps)
-        check_hparam("restarts", self.restarts >= 1, "an integer >= 1", self.restarts)
-        for name in ("lr", "init_std", "log_every"):
-            value = getattr(self, name)
-            check_hparam(name, value > 0, "a positive number", value)
-        check_hparam("ridge", self.ridge >= 0, "a non-negative number", self.ridge)
-        check_hparam(
-            "constraint",
-            self.constraint in ("sphere", "none"),
-            "'sphere' or 'none'",
-            self.constraint,
-        )
-        if self.radius is not None:
-            check_hparam("radius", self.radius > 0, "None or a positive number", self.radius)
+    steps: int = param(2000, ge=0)
+    lr: float = param(0.01, gt=0)
+    restarts: int = param(3, ge=1)
+    constraint: Constraint = param("none", choices=Constraint)
+    radius: float | None = param(None, gt=0)
+    init_std: float = param(1.0, gt=0)
+    ridge: float = param(1e-9, ge=0)
+    log_every: int = param(100, gt=0)
 
     def _search(
         self,
@@ -199,18 +182,8 @@ class ParameterChangeMatching(_Search):
         "projection loss (Tansley et al. 2026; Iurada et al. 2026)"
     )
 
-    params: Literal["last", "all"] = "last"
-    linearize_at: Literal["init", "final"] = "final"
-
-    def validate(self) -> None:
-        super().validate()
-        check_hparam("params", self.params in ("last", "all"), "'last' or 'all'", self.params)
-        check_hparam(
-            "linearize_at",
-            self.linearize_at in ("init", "final"),
-            "'init' or 'final'",
-            self.linearize_at,
-        )
+    params: Params = param("last", choices=Params)
+    linearize_at: LinearizeAt = param("final", choices=LinearizeAt)
 
     def run(
         self,
@@ -264,28 +237,10 @@ class SubspaceParameterMatching(_Search):
         "change, last-layer projection loss inside it (Tansley et al. 2026)"
     )
 
-    energy: float = 0.99
-    max_dim: int | None = None
-    source: Literal["first_layer_delta", "prior"] = "first_layer_delta"
-    linearize_at: Literal["init", "final"] = "final"
-
-    def validate(self) -> None:
-        super().validate()
-        check_hparam("energy", 0 < self.energy <= 1, "a number in (0, 1]", self.energy)
-        if self.max_dim is not None:
-            check_hparam("max_dim", self.max_dim >= 1, "None or an integer >= 1", self.max_dim)
-        check_hparam(
-            "source",
-            self.source in ("first_layer_delta", "prior"),
-            "'first_layer_delta' or 'prior'",
-            self.source,
-        )
-        check_hparam(
-            "linearize_at",
-            self.linearize_at in ("init", "final"),
-            "'init' or 'final'",
-            self.linearize_at,
-        )
+    energy: float = param(0.99, gt=0, le=1)
+    max_dim: int | None = param(None, ge=1)
+    source: Source = param("first_layer_delta", choices=Source)
+    linearize_at: LinearizeAt = param("final", choices=LinearizeAt)
 
     def subspace(self, net: TwoLayerChange, knowledge: Knowledge) -> tuple[torch.Tensor, float]:
         """The orthonormal basis V_s ``(d, s)`` and the energy share it captures."""

@@ -28,17 +28,15 @@ from typing import ClassVar, Literal
 
 import torch
 
-from trainleak.attacks.base import (
-    Attack,
-    Reconstruction,
-    check_hparam,
-    register_attack,
-)
+from trainleak.attacks.base import Attack, Reconstruction, register_attack
 from trainleak.attacks.checkpoint._network import ReleasedMLP
 from trainleak.attacks.checkpoint.targets import TARGETS, make_target, target_for_optimizer
 from trainleak.progress import Progress, report_every
 from trainleak.releases.checkpoint import Checkpoint
 from trainleak.releases.knowledge import Knowledge
+from trainleak.validation import param
+
+Optimizer = Literal["sgd", "adam"]
 
 
 @register_attack
@@ -77,34 +75,21 @@ class KKTReconstruction(Attack[Checkpoint]):
     release_type: ClassVar[type[Checkpoint]] = Checkpoint
     requires: ClassVar[frozenset[str]] = frozenset({"input_shape", "value_range"})
 
-    n_candidates: int = 200
-    steps: int = 10_000
-    lr_x: float = 0.03
-    lr_lambda: float = 0.01
-    momentum: float = 0.9
-    lambda_min: float = 0.05
-    relu_alpha: float = 150.0
-    init_std: float = 0.03
-    bound_weight: float = 1.0
-    lambda_weight: float = 5.0
-    optimizer: Literal["sgd", "adam"] = "sgd"
-    target: Literal["auto", "l2", "spectral", "spectral_psd", "linf"] = "auto"
-    log_every: int = 100
-
-    def validate(self) -> None:
-        check_hparam("n_candidates", self.n_candidates >= 1, "an integer >= 1", self.n_candidates)
-        check_hparam("steps", self.steps >= 0, "an integer >= 0", self.steps)
-        for name in ("lr_x", "lr_lambda", "relu_alpha", "init_std", "log_every"):
-            value = getattr(self, name)
-            check_hparam(name, value > 0, "a positive number", value)
-        check_hparam("momentum", 0 <= self.momentum < 1, "a number in [0, 1)", self.momentum)
-        for name in ("lambda_min", "bound_weight", "lambda_weight"):
-            value = getattr(self, name)
-            check_hparam(name, value >= 0, "a non-negative number", value)
-        check_hparam(
-            "optimizer", self.optimizer in ("sgd", "adam"), "'sgd' or 'adam'", self.optimizer
-        )
-        check_hparam("target", self.target in ("auto", *TARGETS), f"one of {TARGETS}", self.target)
+    n_candidates: int = param(200, ge=1)
+    steps: int = param(10_000, ge=0)
+    lr_x: float = param(0.03, gt=0)
+    lr_lambda: float = param(0.01, gt=0)
+    momentum: float = param(0.9, ge=0, lt=1)
+    lambda_min: float = param(0.05, ge=0)
+    relu_alpha: float = param(150.0, gt=0)
+    init_std: float = param(0.03, gt=0)
+    bound_weight: float = param(1.0, ge=0)
+    lambda_weight: float = param(5.0, ge=0)
+    optimizer: Optimizer = param("sgd", choices=Optimizer)
+    target: Literal["auto", "l2", "spectral", "spectral_psd", "linf"] = param(
+        "auto", choices=("auto", *TARGETS)
+    )
+    log_every: int = param(100, gt=0)
 
     def resolve_target(self, release: Checkpoint) -> str:
         """The target to use; warns when it contradicts the recorded optimizer."""

@@ -23,16 +23,12 @@ from typing import ClassVar
 
 import torch
 
-from trainleak.attacks.base import (
-    Attack,
-    Reconstruction,
-    check_hparam,
-    register_attack,
-)
+from trainleak.attacks.base import Attack, Reconstruction, register_attack
 from trainleak.errors import ConfigError, ShapeError
 from trainleak.progress import Progress
 from trainleak.releases.checkpoint import Checkpoint
 from trainleak.releases.knowledge import Knowledge
+from trainleak.validation import param
 
 SUPPORTED = ("gaussian_mlp",)
 
@@ -66,21 +62,9 @@ class PrototypeReconstruction(Attack[Checkpoint]):
     release_type: ClassVar[type[Checkpoint]] = Checkpoint
     requires: ClassVar[frozenset[str]] = frozenset({"input_shape"})
 
-    max_candidates: int | None = None
-    min_abs_slope: float = 1e-6
+    max_candidates: int | None = param(None, ge=1, integer=True)
+    min_abs_slope: float = param(1e-6, ge=0)
     clip_to_range: bool = False
-
-    def validate(self) -> None:
-        if self.max_candidates is not None:
-            check_hparam(
-                "max_candidates",
-                isinstance(self.max_candidates, int) and self.max_candidates >= 1,
-                "None or an integer >= 1",
-                self.max_candidates,
-            )
-        check_hparam(
-            "min_abs_slope", self.min_abs_slope >= 0, "a non-negative number", self.min_abs_slope
-        )
 
     def run(
         self,

@@ -23,12 +23,7 @@ from typing import ClassVar, Literal
 import numpy as np
 import torch
 
-from trainleak.attacks.base import (
-    Attack,
-    Reconstruction,
-    check_hparam,
-    register_attack,
-)
+from trainleak.attacks.base import Attack, Reconstruction, register_attack
 from trainleak.attacks.collaboration._common import (
     centred_anchor,
     disclosures,
@@ -37,8 +32,11 @@ from trainleak.attacks.collaboration._common import (
 from trainleak.linalg import polar, procrustes_affine
 from trainleak.progress import Progress
 from trainleak.releases.collaboration import SharedRepresentations
-from trainleak.releases.collaboration_alignment import align
+from trainleak.releases.collaboration_alignment import AlignMethod, align
 from trainleak.releases.knowledge import Knowledge
+from trainleak.validation import param
+
+Fit = Literal["procrustes", "linear"]
 
 
 def _result(rows: list[np.ndarray], parties: list[int], **diagnostics: object) -> Reconstruction:
@@ -104,10 +102,7 @@ class AnchorInversionAttack(_AnchorAttack):
     name: ClassVar[str] = "dc-anchor-inversion"
     summary: ClassVar[str] = "exact Q_i = pinv(A_bar) A~_i from a disclosed full-rank anchor"
     full_rank: ClassVar[bool] = True
-    rcond: float = 1e-12
-
-    def validate(self) -> None:
-        check_hparam("rcond", 0 < self.rcond < 1, "a number in (0, 1)", self.rcond)
+    rcond: float = param(1e-12, gt=0, lt=1)
 
     def rotation(self, centred: np.ndarray, upload_centred: np.ndarray) -> np.ndarray:
         return np.asarray(np.linalg.pinv(centred, rcond=self.rcond) @ upload_centred)
@@ -124,10 +119,7 @@ class AnchorProcrustesAttack(_AnchorAttack):
 
     name: ClassVar[str] = "dc-anchor-procrustes"
     summary: ClassVar[str] = "known-anchor orthogonal Procrustes estimate of each Q_i"
-    rcond: float = 1e-12
-
-    def validate(self) -> None:
-        check_hparam("rcond", 0 < self.rcond < 1, "a number in (0, 1)", self.rcond)
+    rcond: float = param(1e-12, gt=0, lt=1)
 
     def rotation(self, centred: np.ndarray, upload_centred: np.ndarray) -> np.ndarray:
         return polar(centred.T @ upload_centred)
@@ -151,17 +143,9 @@ class PivotAttack(_CollusionAttack):
     release_type: ClassVar[type[SharedRepresentations]] = SharedRepresentations
     requires: ClassVar[frozenset[str]] = frozenset({"disclosures"})
 
-    alignment: Literal["imakura", "odc", "gopp_spectral"] = "gopp_spectral"
-    power_iters: int = 0
-    fit: Literal["procrustes", "linear"] = "procrustes"
-
-    def validate(self) -> None:
-        ok = self.alignment in ("imakura", "odc", "gopp_spectral")
-        check_hparam("alignment", ok, "'imakura', 'odc' or 'gopp_spectral'", self.alignment)
-        check_hparam("power_iters", self.power_iters >= 0, "an integer >= 0", self.power_iters)
-        check_hparam(
-            "fit", self.fit in ("procrustes", "linear"), "'procrustes' or 'linear'", self.fit
-        )
+    alignment: AlignMethod = param("gopp_spectral", choices=AlignMethod)
+    power_iters: int = param(0, ge=0)
+    fit: Fit = param("procrustes", choices=Fit)
 
     def run(
         self,

@@ -16,11 +16,7 @@ from typing import ClassVar
 
 import torch
 
-from trainleak.attacks.base import (
-    Reconstruction,
-    check_hparam,
-    register_attack,
-)
+from trainleak.attacks.base import Reconstruction, register_attack
 from trainleak.attacks.gradient._common import (
     FedSGDAttack,
     input_shape,
@@ -36,6 +32,7 @@ from trainleak.errors import ConfigError
 from trainleak.progress import Progress, report_every
 from trainleak.releases.federated import GradientUpdate
 from trainleak.releases.knowledge import Knowledge
+from trainleak.validation import param
 
 
 def batch_size_of(release: GradientUpdate, knowledge: Knowledge) -> int:
@@ -70,15 +67,10 @@ class DLG(FedSGDAttack):
     summary: ClassVar[str] = "Deep Leakage from Gradients: L-BFGS gradient matching (Zhu 2019)"
     release_type: ClassVar[type[GradientUpdate]] = GradientUpdate
 
-    iterations: int = 300
-    lr: float = 1.0
+    iterations: int = param(300, ge=1)
+    lr: float = param(1.0, gt=0)
     recover_labels_first: bool = False
-    log_every: int = 10
-
-    def validate(self) -> None:
-        check_hparam("iterations", self.iterations >= 1, "an integer >= 1", self.iterations)
-        check_hparam("lr", self.lr > 0, "a positive number", self.lr)
-        check_hparam("log_every", self.log_every >= 1, "an integer >= 1", self.log_every)
+    log_every: int = param(10, ge=1)
 
     def run(
         self,

@@ -34,11 +34,7 @@ from typing import ClassVar
 
 import torch
 
-from trainleak.attacks.base import (
-    Reconstruction,
-    check_hparam,
-    register_attack,
-)
+from trainleak.attacks.base import Reconstruction, register_attack
 from trainleak.attacks.gradient._common import (
     FedSGDAttack,
     check_flat_dim,
@@ -53,6 +49,7 @@ from trainleak.models.functional import FirstLayerSplit
 from trainleak.progress import Progress
 from trainleak.releases.federated import GradientUpdate
 from trainleak.releases.knowledge import Knowledge
+from trainleak.validation import param
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,16 +65,9 @@ class _ErasureBase(FedSGDAttack):
 
     release_type: ClassVar[type[GradientUpdate]] = GradientUpdate
 
-    rtol: float | None = None
-    max_rounds: int = 10_000
-    max_multiplicity: int = 4
-
-    def validate(self) -> None:
-        ok = self.rtol is None or 0 < self.rtol < 1
-        check_hparam("rtol", ok, "None or a number in (0, 1)", self.rtol)
-        check_hparam("max_rounds", self.max_rounds >= 1, "an integer >= 1", self.max_rounds)
-        ok = self.max_multiplicity >= 1
-        check_hparam("max_multiplicity", ok, "an integer >= 1", self.max_multiplicity)
+    rtol: float | None = param(None, gt=0, lt=1)
+    max_rounds: int = param(10_000, ge=1)
+    max_multiplicity: int = param(4, ge=1)
 
     def transform(self, release: GradientUpdate) -> tuple[torch.Tensor, torch.Tensor]:
         """The row transform ``(row, next)`` of this mode."""

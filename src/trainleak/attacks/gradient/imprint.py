@@ -26,11 +26,11 @@ from trainleak.attacks.gradient._common import (
     require_fedsgd,
 )
 from trainleak.attacks.gradient.layout import detect_layout, difference_rows
-from trainleak.errors import ConfigError
 from trainleak.models.functional import FirstLayerSplit
 from trainleak.progress import Progress
 from trainleak.releases.federated import GradientUpdate
 from trainleak.releases.knowledge import Knowledge
+from trainleak.validation import param
 
 
 @register_attack
@@ -56,13 +56,7 @@ class ImprintAttack(FedSGDAttack):
     release_type: ClassVar[type[GradientUpdate]] = GradientUpdate
     requires: ClassVar[frozenset[str]] = frozenset({"active"})
 
-    min_relative_signal: float = 1e-12
-
-    def validate(self) -> None:
-        if not 0 <= self.min_relative_signal < 1:
-            raise ConfigError.invalid(
-                "min_relative_signal", "a number in [0, 1)", self.min_relative_signal
-            )
+    min_relative_signal: float = param(1e-12, ge=0, lt=1)
 
     def run(
         self,

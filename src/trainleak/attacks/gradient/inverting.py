@@ -18,11 +18,7 @@ from typing import ClassVar
 
 import torch
 
-from trainleak.attacks.base import (
-    Reconstruction,
-    check_hparam,
-    register_attack,
-)
+from trainleak.attacks.base import Reconstruction, register_attack
 from trainleak.attacks.gradient._common import (
     FedSGDAttack,
     input_shape,
@@ -39,6 +35,7 @@ from trainleak.attacks.gradient.dlg import batch_size_of
 from trainleak.progress import Progress, report_every
 from trainleak.releases.federated import GradientUpdate
 from trainleak.releases.knowledge import Knowledge
+from trainleak.validation import param
 
 
 @register_attack
@@ -69,22 +66,13 @@ class InvertingGradients(FedSGDAttack):
     )
     release_type: ClassVar[type[GradientUpdate]] = GradientUpdate
 
-    iterations: int = 2000
-    restarts: int = 1
-    lr: float = 0.1
-    tv_weight: float = 1e-4
+    iterations: int = param(2000, ge=1)
+    restarts: int = param(1, ge=1)
+    lr: float = param(0.1, gt=0)
+    tv_weight: float = param(1e-4, ge=0)
     signed: bool = True
-    snapshot_every: int = 0
-    log_every: int = 50
-
-    def validate(self) -> None:
-        check_hparam("iterations", self.iterations >= 1, "an integer >= 1", self.iterations)
-        check_hparam("restarts", self.restarts >= 1, "an integer >= 1", self.restarts)
-        check_hparam("lr", self.lr > 0, "a positive number", self.lr)
-        check_hparam("tv_weight", self.tv_weight >= 0, "a non-negative number", self.tv_weight)
-        ok = self.snapshot_every >= 0
-        check_hparam("snapshot_every", ok, "an integer >= 0", self.snapshot_every)
-        check_hparam("log_every", self.log_every >= 1, "an integer >= 1", self.log_every)
+    snapshot_every: int = param(0, ge=0)
+    log_every: int = param(50, ge=1)
 
     def run(
         self,

@@ -25,16 +25,14 @@ from typing import ClassVar, Literal
 
 import torch
 
-from trainleak.attacks.base import (
-    Attack,
-    Reconstruction,
-    check_hparam,
-    register_attack,
-)
+from trainleak.attacks.base import Attack, Reconstruction, register_attack
 from trainleak.errors import MissingKnowledgeError
 from trainleak.progress import Progress
 from trainleak.releases.dp import PrivateRegression
 from trainleak.releases.knowledge import Knowledge
+from trainleak.validation import param
+
+Subspace = Literal["none", "known", "pca"]
 
 
 def _basis(knowledge: Knowledge, x_o: torch.Tensor, mode: str, rank: int) -> torch.Tensor | None:
@@ -68,15 +66,9 @@ class InformedRidgeAttack(Attack[PrivateRegression]):
     release_type: ClassVar[type[PrivateRegression]] = PrivateRegression
     requires: ClassVar[frozenset[str]] = frozenset({"input_shape", "other_records", "labels"})
 
-    subspace: Literal["none", "known", "pca"] = "none"
-    rank: int = 8
+    subspace: Subspace = param("none", choices=Subspace)
+    rank: int = param(8, ge=1)
     shrinkage: bool = True
-
-    def validate(self) -> None:
-        check_hparam(
-            "subspace", self.subspace in ("none", "known", "pca"), "none|known|pca", self.subspace
-        )
-        check_hparam("rank", self.rank >= 1, "an integer >= 1", self.rank)
 
     def run(
         self,

@@ -21,17 +21,15 @@ from typing import ClassVar, Literal
 
 import torch
 
-from trainleak.attacks.base import (
-    Attack,
-    Reconstruction,
-    check_hparam,
-    register_attack,
-)
+from trainleak.attacks.base import Attack, Reconstruction, register_attack
 from trainleak.attacks.informed._trajectory import TrajectoryModel
 from trainleak.errors import MissingKnowledgeError, ShapeError
 from trainleak.progress import Progress, report_every
 from trainleak.releases.dp import DPTrajectory
 from trainleak.releases.knowledge import Knowledge
+from trainleak.validation import param
+
+Statistic = Literal["mean", "median"]
 
 
 def pool_labels(knowledge: Knowledge) -> torch.Tensor:
@@ -82,10 +80,7 @@ class PosteriorMeanAttack(Attack[DPTrajectory]):
         {"input_shape", "prior", "labels", "other_records"}
     )
 
-    temperature: float = 1.0
-
-    def validate(self) -> None:
-        check_hparam("temperature", self.temperature > 0, "a positive number", self.temperature)
+    temperature: float = param(1.0, gt=0)
 
     def run(
         self,
@@ -140,14 +135,9 @@ class MAPTrajectoryAttack(Attack[DPTrajectory]):
         {"input_shape", "prior", "labels", "other_records", "value_range"}
     )
 
-    steps: int = 30
-    restarts: int = 4
-    lr: float = 0.05
-
-    def validate(self) -> None:
-        check_hparam("steps", self.steps >= 0, "an integer >= 0", self.steps)
-        check_hparam("restarts", self.restarts >= 1, "an integer >= 1", self.restarts)
-        check_hparam("lr", self.lr > 0, "a positive number", self.lr)
+    steps: int = param(30, ge=0)
+    restarts: int = param(4, ge=1)
+    lr: float = param(0.05, gt=0)
 
     def run(
         self,
@@ -208,11 +198,7 @@ class PopulationMeanBaseline(Attack[DPTrajectory]):
     release_type: ClassVar[type[DPTrajectory]] = DPTrajectory
     requires: ClassVar[frozenset[str]] = frozenset({"input_shape", "prior"})
 
-    statistic: Literal["mean", "median"] = "mean"
-
-    def validate(self) -> None:
-        ok = self.statistic in ("mean", "median")
-        check_hparam("statistic", ok, "'mean' or 'median'", self.statistic)
+    statistic: Statistic = param("mean", choices=Statistic)
 
     def run(
         self,

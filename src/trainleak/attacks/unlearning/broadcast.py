@@ -19,18 +19,14 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from trainleak.attacks.base import (
-    Attack,
-    Reconstruction,
-    check_hparam,
-    register_attack,
-)
+from trainleak.attacks.base import Attack, Reconstruction, register_attack
 from trainleak.attacks.unlearning.identify import recover_deletion
 from trainleak.attacks.unlearning.probing import identify_before
 from trainleak.errors import ShapeError
 from trainleak.progress import Progress, report_every
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.unlearning import BroadcastLog
+from trainleak.validation import param
 
 
 @register_attack
@@ -60,14 +56,8 @@ class BroadcastDeletionAttack(Attack[BroadcastLog]):
     release_type: ClassVar[type[BroadcastLog]] = BroadcastLog
     requires: ClassVar[frozenset[str]] = frozenset()
 
-    prior_lam: float = 0.0
-    certify_tol: float = 1e-6
-
-    def validate(self) -> None:
-        check_hparam("prior_lam", self.prior_lam >= 0, "a non-negative number", self.prior_lam)
-        check_hparam(
-            "certify_tol", 0 < self.certify_tol < 1, "a number in (0, 1)", self.certify_tol
-        )
+    prior_lam: float = param(0.0, ge=0)
+    certify_tol: float = param(1e-6, gt=0, lt=1)
 
     def run(
         self,

@@ -18,16 +18,14 @@ from typing import ClassVar, Literal
 import numpy as np
 import torch
 
-from trainleak.attacks.base import (
-    Attack,
-    Reconstruction,
-    check_hparam,
-    register_attack,
-)
+from trainleak.attacks.base import Attack, Reconstruction, register_attack
 from trainleak.errors import ShapeError
 from trainleak.progress import Progress
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.unlearning import DeletionTranscript
+from trainleak.validation import param
+
+Combine = Literal["majority", "mean"]
 
 
 @register_attack
@@ -55,14 +53,8 @@ class RetrainingReconstructionAttack(Attack[DeletionTranscript]):
     release_type: ClassVar[type[DeletionTranscript]] = DeletionTranscript
     requires: ClassVar[frozenset[str]] = frozenset()
 
-    combine: Literal["majority", "mean"] = "majority"
-    max_releases: int = 0
-
-    def validate(self) -> None:
-        check_hparam(
-            "combine", self.combine in ("majority", "mean"), "'majority' or 'mean'", self.combine
-        )
-        check_hparam("max_releases", self.max_releases >= 0, "an integer >= 0", self.max_releases)
+    combine: Combine = param("majority", choices=Combine)
+    max_releases: int = param(0, ge=0)
 
     def run(
         self,

@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from trainleak.data import ImageDataset
-from trainleak.errors import check_positive
 from trainleak.metrics.features.lpips_formula import LPIPSFormulaMap
+from trainleak.validation import check_positive
 
 
 class _ConvFeatures(nn.Module):

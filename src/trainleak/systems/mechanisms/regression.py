@@ -22,8 +22,9 @@ import math
 
 import torch
 
-from trainleak.errors import ConfigError, ShapeError, check_positive
+from trainleak.errors import ConfigError, ShapeError
 from trainleak.releases.dp import PrivateRegression
+from trainleak.validation import check_positive
 
 
 def ridge_sensitivity(n: int, lam: float) -> float:

@@ -6,7 +6,7 @@ from typing import Literal
 
 import numpy as np
 
-from trainleak.errors import check_choice
+from trainleak.validation import check_choice
 
 FeatureKind = Literal["raw", "relu"]
 

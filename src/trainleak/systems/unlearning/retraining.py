@@ -31,8 +31,9 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 
-from trainleak.errors import ConfigError, check_choice, check_positive
+from trainleak.errors import ConfigError
 from trainleak.releases.unlearning import DeletionTranscript
+from trainleak.validation import check_fields, param
 
 Randomness = Literal["fresh", "coupled", "protected"]
 
@@ -56,11 +57,11 @@ class BaseMechanism(Protocol):
 class RandomizedResponse:
     """Release each bit, flipped with probability ``q = 1 / (1 + e^eps)``: eps-DP per record."""
 
-    eps: float
+    eps: float = param(gt=0)
     per_record: bool = True
 
     def __post_init__(self) -> None:
-        check_positive("eps", self.eps)
+        check_fields(self)
 
     @property
     def flip_probability(self) -> float:
@@ -95,13 +96,12 @@ class DPLogisticRegression:
     ``2 / (n lam)``; the noise has density proportional to ``exp(-eps ||b|| n lam / 2)``.
     """
 
-    eps: float
-    lam: float = 0.01
+    eps: float = param(gt=0)
+    lam: float = param(0.01, gt=0)
     per_record: bool = False
 
     def __post_init__(self) -> None:
-        check_positive("eps", self.eps)
-        check_positive("lam", self.lam)
+        check_fields(self)
 
     def fit(self, values: np.ndarray) -> np.ndarray:
         """The exact (non-private) minimiser."""
@@ -148,7 +148,7 @@ class UnlearningMechanism:
     """
 
     base: BaseMechanism
-    randomness: Randomness = "fresh"
+    randomness: Randomness = param("fresh", choices=Randomness)
     seed: int = 0
     _ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
     _values: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
@@ -158,7 +158,7 @@ class UnlearningMechanism:
     deleted: list[np.ndarray] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
-        check_choice("randomness", self.randomness, ("fresh", "coupled", "protected"))
+        check_fields(self)
 
     def fit(self, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
         """Publish the first output on records ``values`` with distinct integer ``ids``."""

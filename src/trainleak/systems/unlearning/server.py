@@ -22,8 +22,9 @@ import numpy as np
 import torch
 from scipy.linalg import cho_solve
 
-from trainleak.errors import ConfigError, ShapeError, TrainleakError, check_positive
+from trainleak.errors import ConfigError, ShapeError, TrainleakError
 from trainleak.releases.unlearning import BroadcastLog, EventKind, SummaryMessage
+from trainleak.validation import check_positive
 
 _PRECISIONS = ("float64", "float32", "float16")
 
