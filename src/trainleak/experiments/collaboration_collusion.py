@@ -10,6 +10,9 @@ synthetic face-like embeddings.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -34,7 +37,17 @@ from trainleak.collaboration import (
 from trainleak.collaboration.data import pca_embed, random_anchor, synthetic_faces
 from trainleak.defenses.collaboration import AnchorNoise, PrivateNoise
 from trainleak.errors import DataNotFoundError, ShapeError
-from trainleak.experiments.base import ExperimentConfig, Result, experiment
+from trainleak.experiments.base import (
+    Claim,
+    ClaimFn,
+    ExperimentConfig,
+    Result,
+    claim,
+    evaluate_claims,
+    experiment,
+    not_tested,
+    rows_table,
+)
 from trainleak.progress import Progress
 from trainleak.releases.base import Knowledge
 
@@ -55,6 +68,9 @@ _ATTACKS = {
     "procrustes": AnchorProcrustesAttack(),
     "pivot": PivotAttack(power_iters=1),
 }
+
+
+_DATASETS = ("synthetic", "orl")
 
 
 class CollusionConfig(ExperimentConfig):
@@ -108,7 +124,42 @@ def _setup(
     }
 
 
-def _evaluate(s: dict[str, Any], sigma: float, tau: float, seed: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CollusionRow:
+    """One release under noise ``(sigma, tau)``, scored by utility and by every attack.
+
+    ``sweep`` is ``"tradeoff"`` (noise sweep at the configured party count) or ``"parties"``
+    (party-count sweep at the middle anchor noise). Linkage and error are NaN when the attack
+    refused the release.
+    """
+
+    dataset: str
+    sweep: str
+    parties: int
+    sigma: float
+    tau: float
+    accuracy: float
+    inversion_linkage: float
+    inversion_error: float
+    procrustes_linkage: float
+    procrustes_error: float
+    pivot_linkage: float
+    pivot_error: float
+
+
+@dataclass(frozen=True)
+class RefusalRow:
+    """Whether the exact attack refused an anchor too small for full column rank."""
+
+    refused: bool
+
+
+Row = CollusionRow | RefusalRow
+
+
+def _evaluate(
+    s: dict[str, Any], sigma: float, tau: float, seed: int, dataset: str, sweep: str
+) -> CollusionRow:
     gen = torch.Generator().manual_seed(seed)
     release = collaborate(s["parties"], s["anchor"])
     release = AnchorNoise(tau)(PrivateNoise(sigma)(release, gen), gen)
@@ -119,24 +170,21 @@ def _evaluate(s: dict[str, Any], sigma: float, tau: float, seed: int) -> dict[st
     for p in range(P):
         Z[rows[p]] = al.aligned[p]
     tr, te = ~s["test"], s["test"]
-    out: dict[str, Any] = {
-        "sigma": sigma,
-        "tau": tau,
-        "accuracy": downstream_accuracy(Z[tr], s["task"][tr], Z[te], s["task"][te]),
-    }
+    accuracy = downstream_accuracy(Z[tr], s["task"][tr], Z[te], s["task"][te])
     knowledge = Knowledge(
         hyperparameters={"disclosures": (s["parties"][0].disclose(0, s["anchor"]),)}
     )
     target = np.concatenate(rows[1:])
+    scores: dict[str, float] = {}
     for name, attack in _ATTACKS.items():
         try:
             rec = attack(release, knowledge).inputs.numpy()
         except ShapeError:
-            out[f"{name}_linkage"], out[f"{name}_error"] = float("nan"), float("nan")
+            scores[f"{name}_linkage"], scores[f"{name}_error"] = float("nan"), float("nan")
             continue
-        out[f"{name}_linkage"] = linkage_rate(rec, s["ids"][target], s["X"], s["ids"])
-        out[f"{name}_error"] = relative_error(rec, s["X"][target])
-    return out
+        scores[f"{name}_linkage"] = linkage_rate(rec, s["ids"][target], s["X"], s["ids"])
+        scores[f"{name}_error"] = relative_error(rec, s["X"][target])
+    return CollusionRow(dataset, sweep, P, sigma, tau, accuracy, **scores)
 
 
 @experiment(
@@ -150,26 +198,42 @@ def run(cfg: CollusionConfig, progress: Progress | None = None) -> Result:
         return _run(cfg, progress)
 
 
+def _sweeps(name: str, d: Any, cfg: CollusionConfig) -> list[CollusionRow]:
+    s = _setup(d, cfg.parties, cfg)
+    rows = [_evaluate(s, 0.0, 0.0, cfg.seed, name, "tradeoff")]
+    rows += [_evaluate(s, v, 0.0, cfg.seed, name, "tradeoff") for v in cfg.noise_levels if v > 0]
+    rows += [_evaluate(s, 0.0, v, cfg.seed, name, "tradeoff") for v in cfg.noise_levels if v > 0]
+    tau_mid = sorted(cfg.noise_levels)[len(cfg.noise_levels) // 2]
+    rows += [
+        _evaluate(_setup(d, c, cfg), 0.0, tau_mid, cfg.seed, name, "parties")
+        for c in cfg.party_counts
+    ]
+    return rows
+
+
 def _run(cfg: CollusionConfig, progress: Progress | None) -> Result:
     result = Result("collaboration-collusion", cfg.model_dump(), notes=_NOTES)
     data = _datasets(cfg)
-    for name, d in data.items():
-        s = _setup(d, cfg.parties, cfg)
-        rows = [_evaluate(s, 0.0, 0.0, cfg.seed)]
-        rows += [_evaluate(s, v, 0.0, cfg.seed) for v in cfg.noise_levels if v > 0]
-        rows += [_evaluate(s, 0.0, v, cfg.seed) for v in cfg.noise_levels if v > 0]
-        result.tables[f"{name}_tradeoff"] = rows
-        tau_mid = sorted(cfg.noise_levels)[len(cfg.noise_levels) // 2]
-        result.tables[f"{name}_parties"] = [
-            {"parties": c, **_evaluate(_setup(d, c, cfg), 0.0, tau_mid, cfg.seed)}
-            for c in cfg.party_counts
-        ]
-        result.figures[f"{name}_tradeoff"] = _figure(rows, name)
+    rows: list[Row] = []
+    for i, (name, d) in enumerate(data.items()):
+        rows += _sweeps(name, d, cfg)
         if progress is not None:
-            progress("data sets", len(result.tables) // 2, len(data))
-    result.metrics["rank_deficient_anchor_refused"] = _rank_check(cfg)
-    _claims(result, data)
+            progress("data sets", i + 1, len(data))
+    refused = _rank_check(cfg)
+    rows.append(RefusalRow(refused))
+    result.claims = evaluate_claims(CLAIMS, rows, cfg)
+    result.metrics["rank_deficient_anchor_refused"] = refused
+    for name in data:
+        for sweep in ("tradeoff", "parties"):
+            result.tables[f"{name}_{sweep}"] = rows_table(_sweep_rows(rows, name, sweep))
+        result.figures[f"{name}_tradeoff"] = _figure(_sweep_rows(rows, name, "tradeoff"), name)
     return result
+
+
+def _sweep_rows(rows: Sequence[Row], dataset: str, sweep: str) -> list[CollusionRow]:
+    return [
+        r for r in rows if isinstance(r, CollusionRow) and (r.dataset, r.sweep) == (dataset, sweep)
+    ]
 
 
 def _rank_check(cfg: CollusionConfig) -> bool:
@@ -185,90 +249,156 @@ def _rank_check(cfg: CollusionConfig) -> bool:
     return False
 
 
-def _claims(result: Result, data: dict[str, Any]) -> None:
-    for name in data:
-        rows = result.tables[f"{name}_tradeoff"]
-        clean = rows[0]
-        result.claim(
-            f"{name}: a noiseless full-rank anchor gives exact recovery "
-            "(100% linkage, float64 error)",
-            clean["inversion_linkage"] == 1.0 and clean["inversion_error"] < 1e-9,
-            linkage=clean["inversion_linkage"],
-            error=clean["inversion_error"],
-        )
-        sig = [r for r in rows if r["sigma"] > 0]
-        low = [r for r in sig if r["procrustes_linkage"] <= 0.5 * clean["procrustes_linkage"]]
-        result.claim(
-            f"{name}: private-side noise buys low linkage only with a large accuracy drop "
-            "(> 5 points)",
-            bool(low) and all(r["accuracy"] < clean["accuracy"] - 0.05 for r in low),
-            rows=[
-                (r["sigma"], round(r["accuracy"], 3), round(r["procrustes_linkage"], 3))
-                for r in sig
-            ],
-        )
-        taus = [r for r in rows if r["tau"] > 0]
-        good = [
-            r
-            for r in taus
-            if r["accuracy"] >= clean["accuracy"] - 0.02
-            and r["procrustes_linkage"] <= 0.5 * clean["procrustes_linkage"]
-        ]
-        result.claim(
-            f"{name}: anchor-side noise keeps accuracy (within 2 points) at low anchor-attack "
-            "linkage (half the noiseless)",
-            bool(good),
-            rows=[
-                (
-                    r["tau"],
-                    round(r["accuracy"], 3),
-                    round(r["procrustes_linkage"], 3),
-                    round(r["inversion_linkage"], 3),
-                )
-                for r in taus
-            ],
-        )
-        result.claim(
-            f"{name}: anchor-side noise also keeps the pivot attack's linkage at half the "
-            "noiseless level or below, at accuracy within 2 points",
-            any(
-                r["accuracy"] >= clean["accuracy"] - 0.02
-                and r["pivot_linkage"] <= 0.5 * clean["pivot_linkage"]
-                for r in taus
-            ),
-            rows=[(r["tau"], round(r["accuracy"], 3), round(r["pivot_linkage"], 3)) for r in taus],
-        )
-        pc = result.tables[f"{name}_parties"]
-        result.claim(
-            f"{name}: more participants do not lower utility under anchor noise (accuracy "
-            "at the most parties >= at the fewest - 2 points)",
-            pc[-1]["accuracy"] >= pc[0]["accuracy"] - 0.02,
-            rows=[
-                (
-                    r["parties"],
-                    round(r["accuracy"], 3),
-                    round(r["procrustes_linkage"], 3),
-                    round(r["pivot_linkage"], 3),
-                )
-                for r in pc
-            ],
-        )
-    result.claim(
-        "an anchor too small for full column rank is refused by the exact attack with a "
-        "clear error",
-        bool(result.metrics["rank_deficient_anchor_refused"]),
+def _tradeoff(rows: Sequence[Row], dataset: str) -> tuple[list[CollusionRow], CollusionRow | None]:
+    """The noise sweep of ``dataset`` and its noiseless row (None without data)."""
+    sweep = _sweep_rows(rows, dataset, "tradeoff")
+    return sweep, next((r for r in sweep if r.sigma == 0 and r.tau == 0), None)
+
+
+def _no_data(text: str, dataset: str) -> Claim:
+    return not_tested(text, f"no rows for data set {dataset!r} (its data was not found)")
+
+
+def claim_exact_recovery(rows: Sequence[Row], cfg: CollusionConfig, dataset: str) -> Claim:
+    """A noiseless full-rank anchor gives exact recovery."""
+    text = f"{dataset}: a noiseless full-rank anchor gives exact recovery (100% linkage, "
+    text += "float64 error)"
+    sweep, clean = _tradeoff(rows, dataset)
+    if clean is None:
+        return _no_data(text, dataset)
+    return claim(
+        text,
+        clean.inversion_linkage == 1.0 and clean.inversion_error < 1e-9,
+        linkage=clean.inversion_linkage,
+        error=clean.inversion_error,
     )
 
 
-def _figure(rows: list[dict[str, Any]], name: str) -> Figure:
+def claim_private_noise_costly(rows: Sequence[Row], cfg: CollusionConfig, dataset: str) -> Claim:
+    """Private-side noise reaches low linkage only with a large accuracy drop."""
+    text = (
+        f"{dataset}: private-side noise buys low linkage only with a large accuracy drop "
+        "(> 5 points)"
+    )
+    sweep, clean = _tradeoff(rows, dataset)
+    if clean is None:
+        return _no_data(text, dataset)
+    sig = [r for r in sweep if r.sigma > 0]
+    low = [r for r in sig if r.procrustes_linkage <= 0.5 * clean.procrustes_linkage]
+    return claim(
+        text,
+        bool(low) and all(r.accuracy < clean.accuracy - 0.05 for r in low),
+        rows=[(r.sigma, round(r.accuracy, 3), round(r.procrustes_linkage, 3)) for r in sig],
+    )
+
+
+def claim_anchor_noise_procrustes(rows: Sequence[Row], cfg: CollusionConfig, dataset: str) -> Claim:
+    """Some anchor-side noise level keeps accuracy at half the anchor attack's linkage."""
+    text = (
+        f"{dataset}: anchor-side noise keeps accuracy (within 2 points) at low anchor-attack "
+        "linkage (half the noiseless)"
+    )
+    sweep, clean = _tradeoff(rows, dataset)
+    if clean is None:
+        return _no_data(text, dataset)
+    taus = [r for r in sweep if r.tau > 0]
+    good = [
+        r
+        for r in taus
+        if r.accuracy >= clean.accuracy - 0.02
+        and r.procrustes_linkage <= 0.5 * clean.procrustes_linkage
+    ]
+    return claim(
+        text,
+        bool(good),
+        rows=[
+            (
+                r.tau,
+                round(r.accuracy, 3),
+                round(r.procrustes_linkage, 3),
+                round(r.inversion_linkage, 3),
+            )
+            for r in taus
+        ],
+    )
+
+
+def claim_anchor_noise_pivot(rows: Sequence[Row], cfg: CollusionConfig, dataset: str) -> Claim:
+    """Some anchor-side noise level keeps accuracy at half the pivot attack's linkage."""
+    text = (
+        f"{dataset}: anchor-side noise also keeps the pivot attack's linkage at half the "
+        "noiseless level or below, at accuracy within 2 points"
+    )
+    sweep, clean = _tradeoff(rows, dataset)
+    if clean is None:
+        return _no_data(text, dataset)
+    taus = [r for r in sweep if r.tau > 0]
+    return claim(
+        text,
+        any(
+            r.accuracy >= clean.accuracy - 0.02 and r.pivot_linkage <= 0.5 * clean.pivot_linkage
+            for r in taus
+        ),
+        rows=[(r.tau, round(r.accuracy, 3), round(r.pivot_linkage, 3)) for r in taus],
+    )
+
+
+def claim_parties_keep_utility(rows: Sequence[Row], cfg: CollusionConfig, dataset: str) -> Claim:
+    """Accuracy at the most parties is no more than 2 points below that at the fewest."""
+    text = (
+        f"{dataset}: more participants do not lower utility under anchor noise (accuracy "
+        "at the most parties >= at the fewest - 2 points)"
+    )
+    pc = _sweep_rows(rows, dataset, "parties")
+    if not pc:
+        return _no_data(text, dataset)
+    return claim(
+        text,
+        pc[-1].accuracy >= pc[0].accuracy - 0.02,
+        rows=[
+            (
+                r.parties,
+                round(r.accuracy, 3),
+                round(r.procrustes_linkage, 3),
+                round(r.pivot_linkage, 3),
+            )
+            for r in pc
+        ],
+    )
+
+
+def claim_rank_refusal(rows: Sequence[Row], cfg: CollusionConfig) -> Claim:
+    """The exact attack refuses an anchor too small for full column rank."""
+    ref = [r for r in rows if isinstance(r, RefusalRow)]
+    return claim(
+        "an anchor too small for full column rank is refused by the exact attack with a "
+        "clear error",
+        bool(ref) and all(r.refused for r in ref),
+    )
+
+
+_PER_DATASET = (
+    claim_exact_recovery,
+    claim_private_noise_costly,
+    claim_anchor_noise_procrustes,
+    claim_anchor_noise_pivot,
+    claim_parties_keep_utility,
+)
+CLAIMS: tuple[ClaimFn, ...] = (
+    *(partial(fn, dataset=name) for name in _DATASETS for fn in _PER_DATASET),
+    claim_rank_refusal,
+)
+
+
+def _figure(rows: list[CollusionRow], name: str) -> Figure:
     fig = Figure(figsize=(5, 3.5))
     ax = fig.add_subplot(1, 1, 1)
     for noise, marker in (("sigma", "o"), ("tau", "s")):
-        sel = [rows[0]] + [r for r in rows if r[noise] > 0]
+        sel = [rows[0]] + [r for r in rows if getattr(r, noise) > 0]
         for attack, ls in (("procrustes", "-"), ("pivot", "--")):
             ax.plot(
-                [r[f"{attack}_linkage"] for r in sel],
-                [r["accuracy"] for r in sel],
+                [getattr(r, f"{attack}_linkage") for r in sel],
+                [r.accuracy for r in sel],
                 marker=marker,
                 linestyle=ls,
                 label=f"{noise} noise / {attack}",
