@@ -12,26 +12,29 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 from matplotlib.figure import Figure
 from pydantic import Field
+from scipy.stats import rankdata
 from sklearn.metrics import roc_auc_score
 from threadpoolctl import threadpool_limits
 
 from trainleak.bounds.deletion import majority_vote_recovery, single_release_limit
 from trainleak.experiments.base import (
-    Claim,
-    ClaimFn,
     ExperimentConfig,
     Result,
-    claim,
     evaluate_claims,
     experiment,
     rows_table,
+)
+from trainleak.experiments.deletion_reconstruction_claims import (
+    CLAIMS,
+    AdvantageRow,
+    ExactSumRow,
+    LogRegRow,
+    RecoveryRow,
+    Row,
 )
 from trainleak.progress import Progress
 from trainleak.unlearning.leakage import distinguishing_advantage, rr_transcript_rates
@@ -46,11 +49,20 @@ majority-vote rate P[Bin(k+1, 1-q) > (k+1)/2] (Hoeffding lower bound in the tabl
 single-release limit e^eps/(1+e^eps) caps any adversary facing one run. Distinguishing advantage:
 neighbouring undeleted data sets differing in one honest bit, majority-vote guess, estimated over
 `trials` runs per side. Exact sum: deleted records recovered from differences of consecutive sums;
-honest records estimated by the mean the sum reveals. DP logistic regression: output
-perturbation (Chaudhuri et al. 2011) on synthetic data, the average of k+1 re-released models;
-membership AUROC of honest records vs fresh records scored by their loss under the average.
+the same insert-and-delete run on a second honest data set with the same sum (a zero-sum shift
+of RMS 0.1) gives the transcript gap. DP logistic regression: output perturbation (Chaudhuri et
+al. 2011) on synthetic data, the average of k+1 re-released models; membership AUROC of honest
+records vs fresh records scored by their loss under the average, and a one-sided 95%
+paired-bootstrap lower bound (2000 resamples of members and non-members) on its gain over k = 0.
 [inferred]: the paper (Cohen, Kohen, Nissim, Stemmer 2026) gives theorems only; this concrete
-instantiation, the positional "coupled" variant and the protected mechanism are our reading."""
+instantiation, the positional "coupled" variant and the protected mechanism are our reading.
+Claims changed for soundness: the exact-sum claim used to compare the RMSE of the honest mean
+with itself (the guess was the honest mean by construction, an identity); it now checks that two
+different honest data sets with the same sum give the same transcript, which fails if the
+releases depend on the honest records other than through their sum. The DP logistic regression
+claim is split: the parameter-error part is unchanged, the AUROC part needs the bootstrap lower
+bound on the gain above 0 instead of a larger point value. A claim whose sweep lacks the point
+it is about (eps = 1 with k = 51, k >= 5, any deletion) is reported as not tested."""
 
 
 class DeletionConfig(ExperimentConfig):
@@ -63,65 +75,6 @@ class DeletionConfig(ExperimentConfig):
     lr_n: int = Field(200, ge=20)
     lr_dim: int = Field(30, ge=2)
     lr_eps: float = Field(1.0, gt=0)
-
-
-@dataclass(frozen=True)
-class RecoveryRow:
-    """Majority-vote recovery of the honest bits after ``k`` deletions at one ``eps``.
-
-    ``bound_fresh`` is the exact expected fresh-coin rate, ``hoeffding`` its Hoeffding lower
-    bound, ``single_release`` the one-release limit e^eps / (1 + e^eps); the other rates are
-    measured (``coupled_adversary_first``: coupled coins with the adversary's records first).
-    """
-
-    eps: float
-    k: int
-    n_honest: int
-    bound_fresh: float
-    hoeffding: float
-    single_release: float
-    fresh: float
-    coupled: float
-    protected: float
-    coupled_adversary_first: float
-
-
-@dataclass(frozen=True)
-class AdvantageRow:
-    """Distinguishing advantage on neighbouring undeleted data sets (``trials`` runs a side)."""
-
-    randomness: str
-    eps: float
-    deletions: int
-    trials: int
-    advantage: float
-
-
-@dataclass(frozen=True)
-class ExactSumRow:
-    """Exact summation under deletions: what the consecutive sums reveal."""
-
-    deleted_max_error: float
-    honest_rmse_after: float
-    honest_rmse_mean_baseline: float
-
-
-@dataclass(frozen=True)
-class LogRegRow:
-    """DP logistic regression: the average of ``k + 1`` re-released models."""
-
-    randomness: str
-    k: int
-    param_error: float
-    mia_auroc: float
-
-
-Row = RecoveryRow | AdvantageRow | ExactSumRow | LogRegRow
-T = TypeVar("T")
-
-
-def _of(rows: Sequence[Row], kind: type[T]) -> list[T]:
-    return [r for r in rows if isinstance(r, kind)]
 
 
 def _recovery(cfg: DeletionConfig) -> list[RecoveryRow]:
@@ -171,15 +124,19 @@ def _advantage(cfg: DeletionConfig) -> list[AdvantageRow]:
 def _exact_sum(cfg: DeletionConfig, k: int = 5) -> ExactSumRow:
     rng = np.random.default_rng(cfg.seed + 1)
     honest, adv = rng.random((100, 4)), rng.random((k, 4))
-    mech = UnlearningMechanism(ExactSum(), "fresh", seed=cfg.seed)
-    ids = np.arange(100 + k)
-    outs = [mech.fit(ids, np.vstack([honest, adv]))] + [mech.delete([100 + i]) for i in range(k)]
-    recovered = np.vstack([outs[i] - outs[i + 1] for i in range(k)])
-    guess = outs[-1] / 100.0  # the remaining sum reveals only the honest mean
+    shift = rng.standard_normal(honest.shape) * 0.1
+    twin = honest + shift - shift.mean(0)  # a different honest data set with the same sum
+    transcripts = []
+    for data in (honest, twin):
+        mech = UnlearningMechanism(ExactSum(), "fresh", seed=cfg.seed)
+        outs = [mech.fit(np.arange(100 + k), np.vstack([data, adv]))]
+        outs += [mech.delete([100 + i]) for i in range(k)]
+        transcripts.append(np.vstack(outs))
+    recovered = transcripts[0][:-1] - transcripts[0][1:]
     return ExactSumRow(
         deleted_max_error=float(np.abs(recovered - adv).max()),
-        honest_rmse_after=float(np.sqrt(((honest - guess) ** 2).mean())),
-        honest_rmse_mean_baseline=float(np.sqrt(((honest - honest.mean(0)) ** 2).mean())),
+        same_sum_gap=float(np.abs(transcripts[0] - transcripts[1]).max()),
+        honest_distance=float(np.sqrt(((honest - twin) ** 2).mean())),
     )
 
 
@@ -204,20 +161,52 @@ def _dp_logreg(cfg: DeletionConfig, ks: tuple[int, ...] = (0, 5, 20, 51)) -> lis
         ids = np.arange(len(honest) + len(adv))
         outs = [mech.fit(ids, np.vstack([honest, adv]))]
         outs += [mech.delete([len(honest) + i]) for i in range(len(adv))]
+        first = _scores(outs[0], honest, fresh_pool)
         for k in ks:
             avg = np.mean(outs[: k + 1], axis=0)
             err = float(np.linalg.norm(avg - theta_star) / np.linalg.norm(theta_star))
-            rows.append(LogRegRow(randomness, k, err, _auroc(avg, honest, fresh_pool)))
+            scores = _scores(avg, honest, fresh_pool)
+            gain = 0.0 if k == 0 else _auroc_gain_lower(first, scores, len(honest), cfg.seed)
+            rows.append(LogRegRow(randomness, k, err, _auroc(scores, len(honest)), gain))
     return rows
 
 
-def _auroc(theta: np.ndarray, members: np.ndarray, others: np.ndarray) -> float:
-    def loss(v: np.ndarray) -> np.ndarray:
-        return np.asarray(np.logaddexp(0.0, -v[:, -1] * (v[:, :-1] @ theta)))
+def _scores(theta: np.ndarray, members: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Membership scores (negative logistic loss under ``theta``), members first."""
+    v = np.vstack([members, others])
+    return -np.asarray(np.logaddexp(0.0, -v[:, -1] * (v[:, :-1] @ theta)))
 
-    scores = np.concatenate([-loss(members), -loss(others)])
-    labels = np.concatenate([np.ones(len(members)), np.zeros(len(others))])
+
+def _auroc(scores: np.ndarray, n_members: int) -> float:
+    labels = np.concatenate([np.ones(n_members), np.zeros(len(scores) - n_members)])
     return float(roc_auc_score(labels, scores))
+
+
+def _auroc_rows(scores: np.ndarray, n_members: int) -> np.ndarray:
+    """AUROC of each row of ``scores`` (members first), by the Mann-Whitney rank sum."""
+    ranks = rankdata(scores, axis=1)
+    n_o = scores.shape[1] - n_members
+    u = ranks[:, :n_members].sum(1) - n_members * (n_members + 1) / 2
+    return np.asarray(u / (n_members * n_o))
+
+
+def _auroc_gain_lower(
+    before: np.ndarray, after: np.ndarray, n_members: int, seed: int, n_boot: int = 2000
+) -> float:
+    """One-sided 95% paired-bootstrap lower bound on AUROC(after) - AUROC(before).
+
+    Members and non-members are resampled separately; both score vectors share a resample.
+    """
+    rng = np.random.default_rng(seed)
+    n_o = len(before) - n_members
+    idx = np.hstack(
+        [
+            rng.integers(0, n_members, (n_boot, n_members)),
+            n_members + rng.integers(0, n_o, (n_boot, n_o)),
+        ]
+    )
+    gain = _auroc_rows(after[idx], n_members) - _auroc_rows(before[idx], n_members)
+    return float(np.quantile(gain, 0.05))
 
 
 @experiment(
@@ -246,120 +235,6 @@ def _run(cfg: DeletionConfig, progress: Progress | None) -> Result:
     result.tables["dp_logreg"] = rows_table(logreg)
     result.figures["recovery"] = _figure(recovery, cfg)
     return result
-
-
-def claim_fresh_recovery(rows: Sequence[Row], cfg: DeletionConfig) -> Claim:
-    """Fresh coins: above 99% of the honest bits at eps = 1 after 51 deletions."""
-    top = [r for r in _of(rows, RecoveryRow) if r.eps == 1.0 and r.k == 51]
-    return claim(
-        "fresh randomness: above 99% of honest bits recovered at eps = 1 with 51 deletions",
-        bool(top) and top[0].fresh > 0.99,
-        fresh=top[0].fresh if top else None,
-        bound=top[0].bound_fresh if top else None,
-    )
-
-
-def _se4(p: float, n: int) -> float:
-    """Four binomial standard errors of a rate ``p`` over ``n`` bits."""
-    return 4 * math.sqrt(p * (1 - p) / n)
-
-
-def claim_coupled_protected_stay(rows: Sequence[Row], cfg: DeletionConfig) -> Claim:
-    """Coupled and protected coins stay at the single-release rate for every ``k``."""
-    rec = _of(rows, RecoveryRow)
-    gaps = [
-        (abs(getattr(r, m) - r.single_release), r) for r in rec for m in ("coupled", "protected")
-    ]
-    tol = [_se4(r.single_release, r.n_honest) + 1e-9 for r in rec]
-    return claim(
-        "coupled and protected mechanisms stay at the single-release rate e^eps/(1+e^eps) "
-        "(within 4 SE) for every k",
-        all(g <= _se4(r.single_release, r.n_honest) + 1e-9 for g, r in gaps),
-        worst=max((g for g, _ in gaps), default=None),
-        tolerance=max(tol, default=None),
-    )
-
-
-def claim_fresh_matches_theory(rows: Sequence[Row], cfg: DeletionConfig) -> Claim:
-    """The measured fresh-coin rate matches the exact majority-vote rate and beats Hoeffding."""
-    rec = _of(rows, RecoveryRow)
-    fit = [abs(r.fresh - r.bound_fresh) <= _se4(r.bound_fresh, r.n_honest) + 2e-3 for r in rec]
-    return claim(
-        "the measured fresh-coin rate matches the theoretical majority-vote rate (within 4 SE) "
-        "and exceeds the Hoeffding bound",
-        all(fit) and all(r.fresh >= r.hoeffding - 0.01 for r in rec),
-        mismatches=int(len(fit) - sum(fit)),
-    )
-
-
-def claim_positional_coupling_fragile(rows: Sequence[Row], cfg: DeletionConfig) -> Claim:
-    """Coupled coins leak like fresh ones once deletions shift the data-set order."""
-    rec = [r for r in _of(rows, RecoveryRow) if r.k >= 5]
-    return claim(
-        "[inferred] positional coupling is fragile: when deletions shift data-set order, "
-        "coupled coins leak like fresh ones",
-        all(r.coupled_adversary_first > r.single_release + 0.05 for r in rec),
-        rates=[(r.eps, r.k, round(r.coupled_adversary_first, 4)) for r in rec],
-    )
-
-
-def claim_advantage(rows: Sequence[Row], cfg: DeletionConfig) -> Claim:
-    """Protected coins keep the advantage at tanh(eps/2); fresh coins exceed it."""
-    adv = {r.randomness: r for r in _of(rows, AdvantageRow)}
-    fresh, prot = adv["fresh"], adv["protected"]
-    limit = math.tanh(prot.eps / 2)
-    margin = 3 * math.sqrt(0.5 / prot.trials)
-    return claim(
-        "the protected mechanism keeps the distinguishing advantage on neighbouring undeleted "
-        "data at the one-release limit tanh(eps/2); fresh coins do not",
-        prot.advantage <= limit + margin and fresh.advantage > limit + margin,
-        fresh=fresh.advantage,
-        protected=prot.advantage,
-        limit=limit,
-        margin=margin,
-    )
-
-
-def claim_exact_sum(rows: Sequence[Row], cfg: DeletionConfig) -> Claim:
-    """Exact sums: differences reveal the deleted points, the honest ones only their mean."""
-    m = _of(rows, ExactSumRow)[0]
-    return claim(
-        "exact summation: differences reveal exactly the deleted points, and the honest "
-        "records no more than their mean",
-        m.deleted_max_error < 1e-9 and m.honest_rmse_after >= m.honest_rmse_mean_baseline - 1e-12,
-        deleted_max_error=m.deleted_max_error,
-        honest_rmse=m.honest_rmse_after,
-        baseline=m.honest_rmse_mean_baseline,
-    )
-
-
-def claim_logreg_averaging(rows: Sequence[Row], cfg: DeletionConfig) -> Claim:
-    """Fresh output noise averages out over re-releases; coupled noise does not."""
-    lr = {(r.randomness, r.k): r for r in _of(rows, LogRegRow)}
-    top = max(k for _, k in lr)
-    f0, fk, c0, ck = lr[("fresh", 0)], lr[("fresh", top)], lr[("coupled", 0)], lr[("coupled", top)]
-    return claim(
-        "DP logistic regression retrained with fresh noise: averaging re-releases removes the "
-        "noise (parameter error falls) and membership AUROC rises; coupled noise does not "
-        "average out",
-        fk.param_error < 0.5 * f0.param_error
-        and fk.mia_auroc > f0.mia_auroc
-        and ck.param_error > 0.8 * c0.param_error,
-        table=[
-            (r.randomness, r.k, round(r.param_error, 3), round(r.mia_auroc, 3)) for r in lr.values()
-        ],
-    )
-
-
-CLAIMS: tuple[ClaimFn, ...] = (
-    claim_fresh_recovery,
-    claim_coupled_protected_stay,
-    claim_fresh_matches_theory,
-    claim_positional_coupling_fragile,
-    claim_advantage,
-    claim_exact_sum,
-    claim_logreg_averaging,
-)
 
 
 def _figure(rows: list[RecoveryRow], cfg: DeletionConfig) -> Figure:
