@@ -16,6 +16,9 @@ softmax regression (d = 650, so the counting threshold is B = 11) and an MLP 64-
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -31,7 +34,16 @@ from trainleak.bounds.jacobian import (
     nonuniqueness_certificate,
 )
 from trainleak.errors import ShapeError
-from trainleak.experiments.base import ExperimentConfig, Result, experiment
+from trainleak.experiments.base import (
+    Claim,
+    ClaimFn,
+    ExperimentConfig,
+    Result,
+    claim,
+    evaluate_claims,
+    experiment,
+    rows_table,
+)
 from trainleak.federated.data import load_pool
 from trainleak.federated.functional import batch_gradient
 from trainleak.models.registry import build_model, model_spec
@@ -134,22 +146,70 @@ def _witness(
     return {"collision_gap": None, "collision_distance": None, "collision_in_box": None}
 
 
-def _threshold_rows(cfg: JacobianConfig, x: torch.Tensor, y: torch.Tensor) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class CriterionRow:
+    """The rank criterion, a collision witness and DLG at one (model, batch size).
+
+    ``sufficient`` is ``B p > d``; ``non_unique`` is ``rank < B p``. The collision fields are
+    None when no null direction exists (in the data box or at all).
+    """
+
+    model: str
+    d: int
+    batch_size: int
+    input_dim: int
+    rank: int
+    null_dim: int
+    sufficient: bool
+    non_unique: bool
+    threshold: int
+    collision_gap: float | None
+    collision_distance: float | None
+    collision_in_box: bool | None
+    dlg_mse: float
+    dlg_success: bool
+
+
+@dataclass(frozen=True)
+class LeakageRow:
+    """DLG's empirical leakage at one distortion, beside the upper bound's parts."""
+
+    relative_distortion: float
+    delta: float
+    eps_empirical: float
+    bound: float
+    batch_term: float
+    distortion_term: float
+    poly: float
+    vacuous: bool
+    c_a: float
+
+
+Row = CriterionRow | LeakageRow
+
+
+def _threshold_rows(cfg: JacobianConfig, x: torch.Tensor, y: torch.Tensor) -> list[CriterionRow]:
     rows = []
     gen = torch.Generator().manual_seed(cfg.seed)
     for name, model in _models(cfg.hidden).items():
         for b in cfg.batch_sizes:
             rep = nonuniqueness_certificate(model, x[:b], y[:b])
-            row: dict[str, Any] = {"model": name, **rep.__dict__}
-            row.update(_witness(model, x[:b], y[:b], 0.3 if name == "softmax" else 0.03, gen))
+            wit = _witness(model, x[:b], y[:b], 0.3 if name == "softmax" else 0.03, gen)
             target = list(batch_gradient(model, x[:b], y[:b]).values())
-            row["dlg_mse"], _ = _dlg(model, x[:b], y[:b], cfg, target, gen)
-            row["dlg_success"] = row["dlg_mse"] < 1e-3
-            rows.append(row)
+            mse, _ = _dlg(model, x[:b], y[:b], cfg, target, gen)
+            rows.append(
+                CriterionRow(
+                    model=name,
+                    **dataclasses.asdict(rep),
+                    **wit,
+                    dlg_mse=mse,
+                    dlg_success=mse < 1e-3,
+                )
+            )
     return rows
 
 
-def _leakage_rows(cfg: JacobianConfig, x: torch.Tensor, y: torch.Tensor) -> list[dict[str, Any]]:
+def _leakage_rows(cfg: JacobianConfig, x: torch.Tensor, y: torch.Tensor) -> list[LeakageRow]:
     model = _models(cfg.hidden)["softmax"]
     b = cfg.leakage_batch
     gen = torch.Generator().manual_seed(cfg.seed + 1)
@@ -166,90 +226,121 @@ def _leakage_rows(cfg: JacobianConfig, x: torch.Tensor, y: torch.Tensor) -> list
         _, traj = _dlg(model, x[:b], y[:b], cfg, target, gen)
         eps = leakage_metric(x[:b], traj, diameter)
         bound = leakage_upper_bound(b, delta, c_a, diameter)
-        rows.append(
-            {
-                "relative_distortion": rel,
-                "delta": delta,
-                "eps_empirical": eps,
-                "bound": bound.value,
-                **bound.components,
-                "c_a": c_a,
-            }
-        )
+        rows.append(LeakageRow(rel, delta, eps, bound.value, **bound.components, c_a=c_a))
     return rows
 
 
-def _figure(rows: list[dict[str, Any]], leak: list[dict[str, Any]]) -> Figure:
+def _figure(rows: list[CriterionRow], leak: list[LeakageRow]) -> Figure:
     fig = Figure(figsize=(10, 3.4))
     ax1, ax2 = fig.subplots(1, 2)
     for name in ("softmax", "mlp"):
-        sel = [r for r in rows if r["model"] == name]
-        ax1.plot([r["batch_size"] for r in sel], [r["null_dim"] for r in sel], "o-", label=name)
-        ax1.axvline(sel[0]["threshold"], ls="--", color="grey")
+        sel = [r for r in rows if r.model == name]
+        ax1.plot([r.batch_size for r in sel], [r.null_dim for r in sel], "o-", label=name)
+        ax1.axvline(sel[0].threshold, ls="--", color="grey")
     ax1.set(title="null-space dimension of J", xlabel="batch size B", ylabel="Bp - rank J")
     ax1.legend()
-    ax2.plot([r["delta"] for r in leak], [r["eps_empirical"] for r in leak], "o-", label="DLG")
-    ax2.plot([r["delta"] for r in leak], [r["bound"] for r in leak], "s--", label="upper bound")
+    ax2.plot([r.delta for r in leak], [r.eps_empirical for r in leak], "o-", label="DLG")
+    ax2.plot([r.delta for r in leak], [r.bound for r in leak], "s--", label="upper bound")
     ax2.set(title="leakage vs distortion", xlabel="Delta", ylabel="eps_p")
     ax2.legend()
     fig.tight_layout()
     return fig
 
 
-def _claims(result: Result, rows: list[dict[str, Any]], leak: list[dict[str, Any]]) -> None:
-    above = [r for r in rows if r["sufficient"]]
-    result.claim(
+def _criterion(rows: Sequence[Row]) -> list[CriterionRow]:
+    return [r for r in rows if isinstance(r, CriterionRow)]
+
+
+def _leakage(rows: Sequence[Row]) -> list[LeakageRow]:
+    return [r for r in rows if isinstance(r, LeakageRow)]
+
+
+def claim_rank_deficient_above(rows: Sequence[Row], cfg: JacobianConfig) -> Claim:
+    """Above the counting threshold the Jacobian is rank-deficient."""
+    above = [r for r in _criterion(rows) if r.sufficient]
+    return claim(
         "If B p > d the update Jacobian is rank-deficient (the batch is not unique)",
-        bool(above) and all(r["non_unique"] for r in above),
-        cases=[(r["model"], r["batch_size"], r["rank"]) for r in above],
+        bool(above) and all(r.non_unique for r in above),
+        cases=[(r.model, r.batch_size, r.rank) for r in above],
     )
-    below = [r for r in rows if not r["sufficient"]]
-    result.claim(
+
+
+def claim_full_rank_below(rows: Sequence[Row], cfg: JacobianConfig) -> Claim:
+    """Below the counting threshold the Jacobian has full column rank."""
+    below = [r for r in _criterion(rows) if not r.sufficient]
+    return claim(
         "Below the threshold (B p <= d) the Jacobian has full column rank",
-        all(not r["non_unique"] for r in below),
+        all(not r.non_unique for r in below),
         exceptions=[
-            (r["model"], r["batch_size"], r["rank"], r["batch_size"] * 64)
+            (r.model, r.batch_size, r.rank, r.batch_size * r.input_dim)
             for r in below
-            if r["non_unique"]
+            if r.non_unique
         ],
     )
-    wit = [r for r in above if r["non_unique"]]
-    result.claim(
+
+
+def claim_collision_witness(rows: Sequence[Row], cfg: JacobianConfig) -> Claim:
+    """Above the threshold a distinct batch with the same update is exhibited."""
+    wit = [r for r in _criterion(rows) if r.sufficient and r.non_unique]
+    return claim(
         "Above the threshold a second batch with the same update exists (relative update gap "
         "< 1e-6 at a relative distance > 1e-3)",
         bool(wit)
         and all(
-            r["collision_gap"] is not None
-            and r["collision_gap"] < 1e-6
-            and r["collision_distance"] > 1e-3
+            r.collision_gap is not None
+            and r.collision_distance is not None
+            and r.collision_gap < 1e-6
+            and r.collision_distance > 1e-3
             for r in wit
         ),
-        witnesses=[
-            (r["model"], r["batch_size"], r["collision_gap"], r["collision_distance"]) for r in wit
-        ],
+        witnesses=[(r.model, r.batch_size, r.collision_gap, r.collision_distance) for r in wit],
     )
-    ok_below = [r["dlg_success"] for r in below]
-    ok_above = [r["dlg_success"] for r in above]
+
+
+def claim_dlg_below_vs_above(rows: Sequence[Row], cfg: JacobianConfig) -> Claim:
+    """DLG's success rate is higher below the threshold than above."""
+    crit = _criterion(rows)
+    ok_below = [r.dlg_success for r in crit if not r.sufficient]
+    ok_above = [r.dlg_success for r in crit if r.sufficient]
     rate_b = sum(ok_below) / max(len(ok_below), 1)
     rate_a = sum(ok_above) / max(len(ok_above), 1)
-    result.claim(
+    return claim(
         "DLG with known labels succeeds more often below the threshold than above it",
         rate_b > rate_a,
         success_below=rate_b,
         success_above=rate_a,
     )
-    eps = [r["eps_empirical"] for r in leak]
-    result.claim(
+
+
+def claim_leakage_decreases(rows: Sequence[Row], cfg: JacobianConfig) -> Claim:
+    """DLG's leakage does not grow with the distortion (1e-3 slack)."""
+    eps = [r.eps_empirical for r in _leakage(rows)]
+    return claim(
         "Empirical leakage decreases as the distortion grows",
         all(a >= b - 1e-3 for a, b in zip(eps, eps[1:])),
         eps=eps,
     )
-    result.claim(
+
+
+def claim_bound_holds(rows: Sequence[Row], cfg: JacobianConfig) -> Claim:
+    """The leakage upper bound is above DLG's leakage at every distortion."""
+    leak = _leakage(rows)
+    return claim(
         "The leakage upper bound holds (bound >= empirical leakage at every Delta)",
-        all(r["bound"] >= r["eps_empirical"] for r in leak),
-        bound=[r["bound"] for r in leak],
-        vacuous=[r["vacuous"] for r in leak],
+        all(r.bound >= r.eps_empirical for r in leak),
+        bound=[r.bound for r in leak],
+        vacuous=[r.vacuous for r in leak],
     )
+
+
+CLAIMS: tuple[ClaimFn, ...] = (
+    claim_rank_deficient_above,
+    claim_full_rank_below,
+    claim_collision_witness,
+    claim_dlg_below_vs_above,
+    claim_leakage_decreases,
+    claim_bound_holds,
+)
 
 
 @experiment(
@@ -268,8 +359,9 @@ def run(cfg: JacobianConfig, progress: Progress | None = None) -> Result:
         progress("jacobian-uniqueness", 1, 2)
     leak = _leakage_rows(cfg, x, y)
     result = Result(experiment="jacobian-uniqueness", config=cfg.model_dump())
-    result.tables["criterion"] = rows
-    result.tables["leakage"] = leak
+    result.claims = evaluate_claims(CLAIMS, [*rows, *leak], cfg)
+    result.tables["criterion"] = rows_table(rows)
+    result.tables["leakage"] = rows_table(leak)
     result.figures["criterion_and_leakage"] = _figure(rows, leak)
     result.metrics = {
         "threshold_softmax": batch_size_threshold(650, 64),
@@ -277,6 +369,5 @@ def run(cfg: JacobianConfig, progress: Progress | None = None) -> Result:
             64 * cfg.hidden + cfg.hidden + 10 * cfg.hidden + 10, 64
         ),
     }
-    _claims(result, rows, leak)
     result.notes = NOTES
     return result
