@@ -9,9 +9,6 @@ own-data diversity, concurrent honest activity; digits and MNIST, raw and random
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,14 +19,19 @@ from threadpoolctl import threadpool_limits
 
 from trainleak.errors import ConfigError
 from trainleak.experiments.base import (
-    Claim,
-    ClaimFn,
     ExperimentConfig,
     Result,
-    claim,
     evaluate_claims,
     experiment,
     rows_table,
+)
+from trainleak.experiments.unlearning_broadcast_claims import (
+    CLAIMS,
+    DetectionRow,
+    Row,
+    SettingRow,
+    digits_raw,
+    settings_of,
 )
 from trainleak.progress import Progress
 from trainleak.releases.unlearning import SummaryMessage
@@ -54,7 +56,12 @@ fills unreached directions with the public prior A = lam I; the label is the cla
 proportionality of the rank-one footprint; random-ReLU features stand in for a frozen backbone;
 concurrency = an honest single-record addition after each own message with the given
 probability; detectability = z-score of log ||dB|| against honest batches of 1-10 records plus
-the range residual of dB outside the span of the message's records."""
+the range residual of dB outside the span of the message's records.
+Claims changed for soundness: "both probe types" and "ceil(d/c) probes" were parts of the
+verdicts, but they restate the configuration (which probes ran, how many the plan sends); they
+now decide only whether the claim is tested (reported as not tested otherwise), and the verdicts
+rest on the measurements (labels and cosines; the rank reached). The certificate claim is not
+tested when no certificate was issued; a claim without the settings it needs is not tested."""
 
 
 class UnlearningBroadcastConfig(ExperimentConfig):
@@ -115,46 +122,6 @@ def _split(
     if own_class is not None:
         o = o[y[o] == own_class]
     return {"honest": (x[h], y[h]), "own": (x[o], y[o]), "reserve": (x[r], y[r])}
-
-
-@dataclass(frozen=True)
-class SettingRow:
-    """The attack over ``deletions`` isolated honest deletions in one protocol setting.
-
-    ``label_acc``, ``exact_rate`` and ``certified`` are fractions of the deletions; cosines
-    are of recovered against true features; ``state_err`` is the median relative error of the
-    identified Gram matrix; ``rank_min`` the smallest rank of the probe footprint ``D``.
-    """
-
-    setting: str
-    probe: str
-    precision: str
-    diversity: str
-    concurrent: float
-    d: int
-    deletions: int
-    label_acc: float
-    exact_rate: float
-    cos_mean: float
-    cos_min: float
-    state_err: float
-    rank_min: int
-    probes: float
-    certified: float
-    certified_wrong: int
-    reinsert_err: float
-
-
-@dataclass(frozen=True)
-class DetectionRow:
-    """Server-side flag rates of probe messages against honest batches."""
-
-    unrestricted_flag_rate: float
-    own_data_flag_rate: float
-    honest_false_flag_rate: float
-
-
-Row = SettingRow | DetectionRow
 
 
 def _row(name: str, s: ProtocolSetting, diversity: str) -> SettingRow:
@@ -249,136 +216,10 @@ def _run(cfg: UnlearningBroadcastConfig, progress: Progress | None) -> Result:
     rows.append(det)
     result.claims = evaluate_claims(CLAIMS, rows, cfg)
     result.metrics.update(dataclasses.asdict(det))
-    setting_rows = _settings_of(rows)
+    setting_rows = settings_of(rows)
     result.tables["settings"] = rows_table(setting_rows)
     result.figures["precision"] = _figure(setting_rows)
     return result
-
-
-def _settings_of(rows: Sequence[Row]) -> list[SettingRow]:
-    return [r for r in rows if isinstance(r, SettingRow)]
-
-
-def _clean(rows: Sequence[Row]) -> list[SettingRow]:
-    """Full-diversity settings without concurrency at float64."""
-    return [
-        r
-        for r in _settings_of(rows)
-        if r.precision == "float64" and r.diversity == "all" and r.concurrent == 0
-    ]
-
-
-def _digits_raw(rows: Sequence[Row]) -> list[SettingRow]:
-    """Digits, raw features, full diversity, no concurrency (the precision sweep)."""
-    return [
-        r
-        for r in _settings_of(rows)
-        if r.setting == "digits/raw" and r.diversity == "all" and r.concurrent == 0
-    ]
-
-
-def claim_exact_float64(rows: Sequence[Row], cfg: UnlearningBroadcastConfig) -> Claim:
-    """At float64 every isolated deletion is recovered (label and features), both probes."""
-    clean = _clean(rows)
-    return claim(
-        "float64 broadcasts: exact label recovery for every tested isolated deletion with both "
-        "probe types, feature cosine above 0.999",
-        bool(clean)
-        and all(r.label_acc == 1.0 and r.cos_min > 0.999 for r in clean)
-        and {r.probe for r in clean} == {"unrestricted", "own_data"},
-        settings=[
-            (r.setting, r.probe, r.label_acc, round(r.cos_min, 6), r.rank_min, r.d) for r in clean
-        ],
-    )
-
-
-def claim_precision_hurts(rows: Sequence[Row], cfg: UnlearningBroadcastConfig) -> Claim:
-    """float16 / 3-decimal broadcasts halve the exact-feature rate or worse."""
-    digits = _digits_raw(rows)
-    ref = {r.probe: r for r in digits if r.precision == "float64"}
-    low = [r for r in digits if r.precision in ("float16", "decimals:3")]
-    return claim(
-        "lower broadcast precision (float16, 3 decimals) sharply reduces fine-grained feature "
-        "recovery",
-        bool(low) and all(r.exact_rate < 0.5 * ref[r.probe].exact_rate for r in low),
-        exact_rate={f"{r.probe}/{r.precision}": r.exact_rate for r in digits},
-        cos_mean={f"{r.probe}/{r.precision}": round(r.cos_mean, 4) for r in digits},
-    )
-
-
-def claim_fp16_labels_survive(rows: Sequence[Row], cfg: UnlearningBroadcastConfig) -> Claim:
-    """At float16 the label accuracy exceeds the exact-feature rate by 0.2."""
-    fp16 = [r for r in _digits_raw(rows) if r.precision == "float16"]
-    return claim(
-        "at float16 labels survive longer than features (label accuracy above the "
-        "exact-feature rate)",
-        bool(fp16) and all(r.label_acc > r.exact_rate + 0.2 for r in fp16),
-        label_acc={r.probe: r.label_acc for r in fp16},
-        exact_rate={r.probe: r.exact_rate for r in fp16},
-    )
-
-
-def claim_one_class_fails(rows: Sequence[Row], cfg: UnlearningBroadcastConfig) -> Claim:
-    """One-class own data leaves rank(D) < d and the identification fails."""
-    one = [r for r in _settings_of(rows) if r.diversity == "one class"]
-    return claim(
-        "insufficiently diverse own data (one class) leaves rank(D) < d and identification fails",
-        bool(one) and all(r.rank_min < r.d and (r.label_acc < 1 or r.cos_min < 0.999) for r in one),
-        rows=[(r.rank_min, r.d, r.label_acc, round(r.cos_mean, 4)) for r in one],
-    )
-
-
-def claim_concurrency_breaks(rows: Sequence[Row], cfg: UnlearningBroadcastConfig) -> Claim:
-    """Concurrent honest updates between probes break exact feature recovery."""
-    conc = [r for r in _settings_of(rows) if r.concurrent > 0]
-    return claim(
-        "concurrent honest activity between probes breaks exact recovery",
-        bool(conc) and all(r.cos_min < 0.999 for r in conc),
-        rows=[(r.concurrent, r.label_acc, round(r.cos_mean, 4)) for r in conc],
-    )
-
-
-def claim_minimal_probes(rows: Sequence[Row], cfg: UnlearningBroadcastConfig) -> Claim:
-    """ceil(d / c) unrestricted probes reach rank d."""
-    unr = [r for r in _clean(rows) if r.probe == "unrestricted"]
-    return claim(
-        "ceil(d/c) unrestricted probes are sufficient (the minimal probe set reaches rank d)",
-        bool(unr) and all(r.probes == math.ceil(r.d / 10) and r.rank_min == r.d for r in unr),
-        rows=[(r.setting, r.probes, r.rank_min, r.d) for r in unr],
-    )
-
-
-def claim_detectability(rows: Sequence[Row], cfg: UnlearningBroadcastConfig) -> Claim:
-    """A server-side statistic flags unrestricted probes but not own-data batches."""
-    det = next(r for r in rows if isinstance(r, DetectionRow))
-    return claim(
-        "unrestricted probes are detectable by a server-side statistic; own-data batches are not",
-        det.unrestricted_flag_rate == 1.0
-        and det.own_data_flag_rate <= det.honest_false_flag_rate + 0.1,
-        **dataclasses.asdict(det),
-    )
-
-
-def claim_no_false_certificate(rows: Sequence[Row], cfg: UnlearningBroadcastConfig) -> Claim:
-    """No certificate is issued for a wrong recovery."""
-    sr = _settings_of(rows)
-    return claim(
-        "no certificate is issued for a wrong sample (label wrong or cosine <= 0.999)",
-        all(r.certified_wrong == 0 for r in sr),
-        certified_wrong=sum(r.certified_wrong for r in sr),
-    )
-
-
-CLAIMS: tuple[ClaimFn, ...] = (
-    claim_exact_float64,
-    claim_precision_hurts,
-    claim_fp16_labels_survive,
-    claim_one_class_fails,
-    claim_concurrency_breaks,
-    claim_minimal_probes,
-    claim_detectability,
-    claim_no_false_certificate,
-)
 
 
 def _figure(rows: list[SettingRow]) -> Figure:
@@ -386,7 +227,7 @@ def _figure(rows: list[SettingRow]) -> Figure:
     for j, key in enumerate(("cos_mean", "label_acc")):
         ax = fig.add_subplot(1, 2, j + 1)
         for probe in ("unrestricted", "own_data"):
-            sel = [r for r in _digits_raw(rows) if r.probe == probe]
+            sel = [r for r in digits_raw(rows) if r.probe == probe]
             ax.plot(
                 [r.precision for r in sel], [getattr(r, key) for r in sel], marker="o", label=probe
             )
