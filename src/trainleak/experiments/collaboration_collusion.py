@@ -10,9 +10,6 @@ synthetic face-like embeddings.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -38,15 +35,18 @@ from trainleak.collaboration.data import pca_embed, random_anchor, synthetic_fac
 from trainleak.defenses.collaboration import AnchorNoise, PrivateNoise
 from trainleak.errors import DataNotFoundError, ShapeError
 from trainleak.experiments.base import (
-    Claim,
-    ClaimFn,
     ExperimentConfig,
     Result,
-    claim,
     evaluate_claims,
     experiment,
-    not_tested,
     rows_table,
+)
+from trainleak.experiments.collaboration_collusion_claims import (
+    CLAIMS,
+    CollusionRow,
+    RefusalRow,
+    Row,
+    sweep_rows,
 )
 from trainleak.progress import Progress
 from trainleak.releases.base import Knowledge
@@ -61,16 +61,17 @@ counted when the identity matches) and relative reconstruction error. Noise sigm
 tau (anchor) are in units of the standardised embedding. [inferred]: the ORL embedding is a PCA of
 the pixels fitted on all 400 faces (a public extractor stand-in); anchors are Gaussian with the
 data's public mean and scale; the pivot attack fits an orthogonal map plus shift from the
-colluder's aligned rows to its raw rows."""
+colluder's aligned rows to its raw rows. Claims changed for soundness: "private-side noise
+buys low linkage only with a large accuracy drop" is not tested (it was false) when no private
+noise level reaches half the noiseless linkage, since then it says nothing about such levels;
+claims across party counts need two counts; a data set without data gives not-tested claims.
+The party claim compares the fewest and the most parties (it used the first and last listed)."""
 
 _ATTACKS = {
     "inversion": AnchorInversionAttack(),
     "procrustes": AnchorProcrustesAttack(),
     "pivot": PivotAttack(power_iters=1),
 }
-
-
-_DATASETS = ("synthetic", "orl")
 
 
 class CollusionConfig(ExperimentConfig):
@@ -122,39 +123,6 @@ def _setup(
         "anchor": anchor,
         "parties": ps,
     }
-
-
-@dataclass(frozen=True)
-class CollusionRow:
-    """One release under noise ``(sigma, tau)``, scored by utility and by every attack.
-
-    ``sweep`` is ``"tradeoff"`` (noise sweep at the configured party count) or ``"parties"``
-    (party-count sweep at the middle anchor noise). Linkage and error are NaN when the attack
-    refused the release.
-    """
-
-    dataset: str
-    sweep: str
-    parties: int
-    sigma: float
-    tau: float
-    accuracy: float
-    inversion_linkage: float
-    inversion_error: float
-    procrustes_linkage: float
-    procrustes_error: float
-    pivot_linkage: float
-    pivot_error: float
-
-
-@dataclass(frozen=True)
-class RefusalRow:
-    """Whether the exact attack refused an anchor too small for full column rank."""
-
-    refused: bool
-
-
-Row = CollusionRow | RefusalRow
 
 
 def _evaluate(
@@ -225,15 +193,9 @@ def _run(cfg: CollusionConfig, progress: Progress | None) -> Result:
     result.metrics["rank_deficient_anchor_refused"] = refused
     for name in data:
         for sweep in ("tradeoff", "parties"):
-            result.tables[f"{name}_{sweep}"] = rows_table(_sweep_rows(rows, name, sweep))
-        result.figures[f"{name}_tradeoff"] = _figure(_sweep_rows(rows, name, "tradeoff"), name)
+            result.tables[f"{name}_{sweep}"] = rows_table(sweep_rows(rows, name, sweep))
+        result.figures[f"{name}_tradeoff"] = _figure(sweep_rows(rows, name, "tradeoff"), name)
     return result
-
-
-def _sweep_rows(rows: Sequence[Row], dataset: str, sweep: str) -> list[CollusionRow]:
-    return [
-        r for r in rows if isinstance(r, CollusionRow) and (r.dataset, r.sweep) == (dataset, sweep)
-    ]
 
 
 def _rank_check(cfg: CollusionConfig) -> bool:
@@ -247,147 +209,6 @@ def _rank_check(cfg: CollusionConfig) -> bool:
     except ShapeError:
         return True
     return False
-
-
-def _tradeoff(rows: Sequence[Row], dataset: str) -> tuple[list[CollusionRow], CollusionRow | None]:
-    """The noise sweep of ``dataset`` and its noiseless row (None without data)."""
-    sweep = _sweep_rows(rows, dataset, "tradeoff")
-    return sweep, next((r for r in sweep if r.sigma == 0 and r.tau == 0), None)
-
-
-def _no_data(text: str, dataset: str) -> Claim:
-    return not_tested(text, f"no rows for data set {dataset!r} (its data was not found)")
-
-
-def claim_exact_recovery(rows: Sequence[Row], cfg: CollusionConfig, dataset: str) -> Claim:
-    """A noiseless full-rank anchor gives exact recovery."""
-    text = f"{dataset}: a noiseless full-rank anchor gives exact recovery (100% linkage, "
-    text += "float64 error)"
-    sweep, clean = _tradeoff(rows, dataset)
-    if clean is None:
-        return _no_data(text, dataset)
-    return claim(
-        text,
-        clean.inversion_linkage == 1.0 and clean.inversion_error < 1e-9,
-        linkage=clean.inversion_linkage,
-        error=clean.inversion_error,
-    )
-
-
-def claim_private_noise_costly(rows: Sequence[Row], cfg: CollusionConfig, dataset: str) -> Claim:
-    """Private-side noise reaches low linkage only with a large accuracy drop."""
-    text = (
-        f"{dataset}: private-side noise buys low linkage only with a large accuracy drop "
-        "(> 5 points)"
-    )
-    sweep, clean = _tradeoff(rows, dataset)
-    if clean is None:
-        return _no_data(text, dataset)
-    sig = [r for r in sweep if r.sigma > 0]
-    low = [r for r in sig if r.procrustes_linkage <= 0.5 * clean.procrustes_linkage]
-    return claim(
-        text,
-        bool(low) and all(r.accuracy < clean.accuracy - 0.05 for r in low),
-        rows=[(r.sigma, round(r.accuracy, 3), round(r.procrustes_linkage, 3)) for r in sig],
-    )
-
-
-def claim_anchor_noise_procrustes(rows: Sequence[Row], cfg: CollusionConfig, dataset: str) -> Claim:
-    """Some anchor-side noise level keeps accuracy at half the anchor attack's linkage."""
-    text = (
-        f"{dataset}: anchor-side noise keeps accuracy (within 2 points) at low anchor-attack "
-        "linkage (half the noiseless)"
-    )
-    sweep, clean = _tradeoff(rows, dataset)
-    if clean is None:
-        return _no_data(text, dataset)
-    taus = [r for r in sweep if r.tau > 0]
-    good = [
-        r
-        for r in taus
-        if r.accuracy >= clean.accuracy - 0.02
-        and r.procrustes_linkage <= 0.5 * clean.procrustes_linkage
-    ]
-    return claim(
-        text,
-        bool(good),
-        rows=[
-            (
-                r.tau,
-                round(r.accuracy, 3),
-                round(r.procrustes_linkage, 3),
-                round(r.inversion_linkage, 3),
-            )
-            for r in taus
-        ],
-    )
-
-
-def claim_anchor_noise_pivot(rows: Sequence[Row], cfg: CollusionConfig, dataset: str) -> Claim:
-    """Some anchor-side noise level keeps accuracy at half the pivot attack's linkage."""
-    text = (
-        f"{dataset}: anchor-side noise also keeps the pivot attack's linkage at half the "
-        "noiseless level or below, at accuracy within 2 points"
-    )
-    sweep, clean = _tradeoff(rows, dataset)
-    if clean is None:
-        return _no_data(text, dataset)
-    taus = [r for r in sweep if r.tau > 0]
-    return claim(
-        text,
-        any(
-            r.accuracy >= clean.accuracy - 0.02 and r.pivot_linkage <= 0.5 * clean.pivot_linkage
-            for r in taus
-        ),
-        rows=[(r.tau, round(r.accuracy, 3), round(r.pivot_linkage, 3)) for r in taus],
-    )
-
-
-def claim_parties_keep_utility(rows: Sequence[Row], cfg: CollusionConfig, dataset: str) -> Claim:
-    """Accuracy at the most parties is no more than 2 points below that at the fewest."""
-    text = (
-        f"{dataset}: more participants do not lower utility under anchor noise (accuracy "
-        "at the most parties >= at the fewest - 2 points)"
-    )
-    pc = _sweep_rows(rows, dataset, "parties")
-    if not pc:
-        return _no_data(text, dataset)
-    return claim(
-        text,
-        pc[-1].accuracy >= pc[0].accuracy - 0.02,
-        rows=[
-            (
-                r.parties,
-                round(r.accuracy, 3),
-                round(r.procrustes_linkage, 3),
-                round(r.pivot_linkage, 3),
-            )
-            for r in pc
-        ],
-    )
-
-
-def claim_rank_refusal(rows: Sequence[Row], cfg: CollusionConfig) -> Claim:
-    """The exact attack refuses an anchor too small for full column rank."""
-    ref = [r for r in rows if isinstance(r, RefusalRow)]
-    return claim(
-        "an anchor too small for full column rank is refused by the exact attack with a "
-        "clear error",
-        bool(ref) and all(r.refused for r in ref),
-    )
-
-
-_PER_DATASET = (
-    claim_exact_recovery,
-    claim_private_noise_costly,
-    claim_anchor_noise_procrustes,
-    claim_anchor_noise_pivot,
-    claim_parties_keep_utility,
-)
-CLAIMS: tuple[ClaimFn, ...] = (
-    *(partial(fn, dataset=name) for name in _DATASETS for fn in _PER_DATASET),
-    claim_rank_refusal,
-)
 
 
 def _figure(rows: list[CollusionRow], name: str) -> Figure:
