@@ -34,6 +34,7 @@ from trainleak.experiments.base import (
     claim,
     evaluate_claims,
     experiment,
+    not_tested,
     rows_table,
 )
 from trainleak.federated.data import Pool, PoolName, load_pool
@@ -59,6 +60,10 @@ gradients of confidently classified samples are 1e-6..1e-10 of the others, below
 peeling can separate: the passive rate falls with training (reported per training level).
 Inverting Gradients runs on the most trained passive model with labels recovered from the
 output-bias gradient, few iterations.
+Claims changed for soundness: rate claims hold for every tested batch (the smallest rate over
+trials, not the mean); erasure and imprint are compared on the same batch (same trial); a claim
+whose batch size or model is not in the sweep, the certificate claim when nothing was
+certified, and the label claim without a labelled exact recovery, are reported as not tested.
 """
 
 
@@ -209,35 +214,47 @@ _ER = "erasure-decoding-active"
 _PASSIVE = "erasure-decoding-passive"
 
 
+def _rates(rows: Sequence[RecoveryRow], **where: Any) -> list[float]:
+    """Exact-recovery rates of every matching row (one per trial)."""
+    return [r.exact_rate for r in rows if all(getattr(r, k) == v for k, v in where.items())]
+
+
 def claim_active_rates(rows: Sequence[RecoveryRow], cfg: FedSGDRecoveryConfig) -> Claim:
-    """Active erasure decoding: >= 99% of an MNIST batch of 128, >= 90% of 512."""
-    at128 = _mean(rows, "exact_rate", attack=_ER, dataset="mnist", B=128)
-    at512 = _mean(rows, "exact_rate", attack=_ER, dataset="mnist", B=512)
-    return claim(
+    """Active erasure decoding: >= 99% of every MNIST batch of 128, >= 90% of every 512."""
+    text = (
         "Active erasure decoding with 2B first-layer neurons recovers >= 99% of an MNIST batch "
-        "of 128 exactly and >= 90% of a batch of 512",
-        at128 >= 0.99 and at512 >= 0.90,
-        mnist_B128=at128,
-        mnist_B512=at512,
+        "of 128 exactly and >= 90% of a batch of 512 (every tested batch)"
+    )
+    at128 = _rates(rows, attack=_ER, dataset="mnist", B=128)
+    at512 = _rates(rows, attack=_ER, dataset="mnist", B=512)
+    if not at128 or not at512:
+        return not_tested(text, "the sweep lacks MNIST batches of 128 or 512")
+    return claim(
+        text,
+        min(at128) >= 0.99 and min(at512) >= 0.90,
+        mnist_B128=min(at128),
+        mnist_B512=min(at512),
+        trials=len(at128),
     )
 
 
 def claim_beats_imprint(rows: Sequence[RecoveryRow], cfg: FedSGDRecoveryConfig) -> Claim:
-    """Erasure decoding recovers more than imprint with the same neurons at every B >= 64."""
-    pairs = [
-        (
-            r.dataset,
-            r.B,
-            r.exact_rate,
-            _mean(rows, "exact_rate", attack="imprint", dataset=r.dataset, B=r.B),
-        )
-        for r in rows
-        if r.attack == _ER and r.B >= 64
-    ]
-    return claim(
+    """Erasure decoding recovers more than imprint on the same batch at every B >= 64."""
+    text = (
         "Erasure decoding beats single-group imprint (Robbing the Fed) with the same number of "
-        "neurons at every batch size >= 64",
-        bool(pairs) and all(e > i for _, _, e, i in pairs),
+        "neurons at every batch size >= 64"
+    )
+    imprint = {(r.dataset, r.B, r.trial): r.exact_rate for r in rows if r.attack == "imprint"}
+    pairs = [
+        (r.dataset, r.B, r.exact_rate, imprint[(r.dataset, r.B, r.trial)])
+        for r in rows
+        if r.attack == _ER and r.B >= 64 and (r.dataset, r.B, r.trial) in imprint
+    ]
+    if not pairs:
+        return not_tested(text, "no batch of 64 or more ran both attacks")
+    return claim(
+        text,
+        all(e > i for _, _, e, i in pairs),
         erasure_vs_imprint=[
             {"dataset": d, "B": b, "erasure": e, "imprint": i} for d, b, e, i in pairs
         ],
@@ -245,37 +262,34 @@ def claim_beats_imprint(rows: Sequence[RecoveryRow], cfg: FedSGDRecoveryConfig) 
 
 
 def claim_no_false_certificate(rows: Sequence[RecoveryRow], cfg: FedSGDRecoveryConfig) -> Claim:
-    """No certified candidate is wrong."""
+    """No certified candidate is wrong (not tested when nothing is certified)."""
+    text = "No certificate is ever issued for a wrong sample or label"
     false = sum(int(r.false_certificates) for r in rows)
-    return claim(
-        "No certificate is ever issued for a wrong sample or label",
-        false == 0,
-        false_certificates=false,
-        runs=len(rows),
-    )
+    issued = sum(round(r.certified_fraction * r.B) for r in rows)
+    if issued == 0:
+        return not_tested(text, "no certificate was issued", false_certificates=false)
+    return claim(text, false == 0, false_certificates=false, certificates=issued, runs=len(rows))
 
 
 def claim_passive_trained(rows: Sequence[RecoveryRow], cfg: FedSGDRecoveryConfig) -> Claim:
-    """Passive erasure decoding on a trained honest MLP: >= 90% of a batch of 64."""
-    levels = sorted({(r.model, r.train_steps) for r in rows if r.attack == _PASSIVE})
-    at64 = {m: _mean(rows, "exact_rate", attack=_PASSIVE, B=64, model=m) for m, _ in levels}
+    """Passive erasure decoding on a trained honest MLP: >= 90% of every batch of 64."""
+    text = "Passive erasure decoding on an honestly trained MLP recovers >= 90% of a batch of 64"
+    levels = sorted({(r.model, r.train_steps) for r in rows if r.attack == _PASSIVE and r.B == 64})
+    at64 = {m: min(_rates(rows, attack=_PASSIVE, B=64, model=m)) for m, _ in levels}
     trained = [m for m, steps in levels if steps]
-    return claim(
-        "Passive erasure decoding on an honestly trained MLP recovers >= 90% of a batch of 64",
-        bool(trained) and all(at64[m] >= 0.90 for m in trained),
-        passive_B64_by_model=at64,
-    )
+    if not trained:
+        return not_tested(text, "no trained model ran on a batch of 64", passive_B64_by_model=at64)
+    return claim(text, all(at64[m] >= 0.90 for m in trained), passive_B64_by_model=at64)
 
 
 def claim_labels_exact(rows: Sequence[RecoveryRow], cfg: FedSGDRecoveryConfig) -> Claim:
     """Every exactly recovered sample of the erasure attacks has the right label."""
+    text = "Labels come out exactly with the recovered samples"
     labels = [r.label_accuracy for r in rows if r.attack.startswith("erasure")]
-    labels = [v for v in labels if v == v]
-    return claim(
-        "Labels come out exactly with the recovered samples",
-        bool(labels) and min(labels) == 1.0,
-        min_label_accuracy=min(labels) if labels else None,
-    )
+    labels = [v for v in labels if v == v]  # NaN: no labelled exact recovery in that run
+    if not labels:
+        return not_tested(text, "no exactly recovered sample carried a label")
+    return claim(text, min(labels) == 1.0, min_label_accuracy=min(labels))
 
 
 CLAIMS: tuple[ClaimFn, ...] = (
