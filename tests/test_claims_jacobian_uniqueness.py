@@ -107,3 +107,20 @@ def test_bound_claim_reads_the_certified_bound_not_the_estimate(field: str) -> N
     assert claim_bound_holds([row], CFG).holds  # the estimate-based value is not the claim
     flipped = dataclasses.replace(row, **{field: 0.9 if field == "eps_empirical" else -0.2})
     assert not claim_bound_holds([flipped], CFG).holds
+
+
+@pytest.mark.slow
+def test_tiny_run_checks_the_certified_bound_where_it_is_informative() -> None:
+    from trainleak.experiments import get_experiment
+
+    exp = get_experiment("jacobian-uniqueness")
+    cfg = exp.make_config(
+        {"batch_sizes": [2, 24], "dlg_iterations": 5, "dlg_restarts": 1, "hidden": 4,
+         "distortions": [0.0, 300.0]}
+    )  # fmt: skip
+    res = exp.run(cfg)
+    bound = res.claims[-1]
+    assert bound.text.startswith("The leakage upper bound with a certified c_a")
+    assert bound.evidence["vacuous_points"] == 1 and len(bound.evidence["informative"]) == 1
+    assert 0 < bound.evidence["c_a_certified"] < bound.evidence["c_a_estimate"]
+    assert res.claims[1].holds  # collision witnesses at B = 24
