@@ -373,17 +373,10 @@ def certified_lower_lipschitz_softmax(
         |g(x) - g(x')| / |x - x'| >= (1 - p_y(x)) / (1 + max |x'|).
 
     Over the box ``[lo, hi]^p``, ``1 - p_y >= S / (1 + S)`` with ``S = sum_{k != y}
-    exp(min_box (z_k - z_y))``; the minimum of an affine function over a box is exact. The
-    result is the minimum over labels: every same-label pair in the box satisfies it (up to
-    float64 rounding), unlike :func:`lower_lipschitz_estimate`.
-
-    Args:
-        weight: ``(C, p)`` weights of the linear layer.
-        bias: ``(C,)`` biases.
-        box: the data domain ``[lo, hi]`` of every input coordinate.
-
-    Returns:
-        The certified constant (positive).
+    exp(min_box (z_k - z_y))`` (an affine minimum over a box is exact). The minimum over labels
+    holds for every same-label pair in the box (up to float64 rounding), unlike
+    :func:`lower_lipschitz_estimate`. ``weight`` is ``(C, p)``, ``bias`` ``(C,)``, ``box`` the
+    range of every input coordinate.
     """
     lo, hi = box
     if not lo < hi:
