@@ -97,3 +97,48 @@ def test_leakage_metric_and_lipschitz_estimate() -> None:
     assert leakage_metric(x, [x + 1.0], diameter=16.0) == pytest.approx(0.5)
     c_a = lower_lipschitz_estimate(_softmax(), x, y, pairs=100)
     assert 0 < c_a < float("inf")
+
+
+@pytest.mark.parametrize("scale", [1.0, 20.0])
+def test_certified_lower_constant_is_below_every_sampled_ratio(scale: float) -> None:
+    from trainleak.bounds.jacobian import certified_lower_lipschitz_softmax
+    from trainleak.models.functional import per_sample_gradients
+
+    model = _softmax()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(scale)  # scale 20: confident logits, a small constant
+    w, b = model.get_parameter("layers.0.weight"), model.get_parameter("layers.0.bias")
+    cert = certified_lower_lipschitz_softmax(w, b, (0.0, 1.0))
+    assert cert > 0
+    gen = torch.Generator().manual_seed(3)
+    n = 400
+    # pairs anywhere in the box, some of them nearly equal, all with the same label
+    x = torch.rand(n, 64, generator=gen, dtype=torch.float64)
+    x2 = (x + 1e-3 * torch.randn(n, 64, generator=gen, dtype=torch.float64)).clamp(0, 1)
+    x2[: n // 2] = torch.rand(n // 2, 64, generator=gen, dtype=torch.float64).round()  # corners
+    y = torch.randint(0, 10, (n,), generator=gen)
+    flat = [
+        torch.cat([v.reshape(n, -1) for v in per_sample_gradients(model, z, y).values()], 1)
+        for z in (x, x2)
+    ]
+    ratios = (flat[0] - flat[1]).norm(dim=1) / (x - x2).norm(dim=1)
+    assert float(ratios.min()) >= cert
+    with pytest.raises(ConfigError, match="box"):
+        certified_lower_lipschitz_softmax(w, b, (1.0, 0.0))
+    with pytest.raises(ShapeError, match="bias"):
+        certified_lower_lipschitz_softmax(w, b[:3])
+
+
+def test_certified_constant_is_exact_in_its_confidence_term_for_two_classes() -> None:
+    from trainleak.bounds.jacobian import certified_lower_lipschitz_softmax
+
+    gen = torch.Generator().manual_seed(4)
+    w = torch.randn(2, 9, generator=gen, dtype=torch.float64)
+    b = torch.randn(2, generator=gen, dtype=torch.float64)
+    worst = []
+    for y in (0, 1):  # the most confident input in [0, 1]^9 is the corner maximising z_y - z_o
+        x = (w[y] - w[1 - y] > 0).double()
+        worst.append(1.0 - float(torch.softmax(w @ x + b, 0)[y]))
+    cert = certified_lower_lipschitz_softmax(w, b, (0.0, 1.0))
+    assert cert * (1 + 3.0) == pytest.approx(min(worst), rel=1e-12)  # 1 + max |x| = 1 + sqrt(9)

@@ -228,8 +228,7 @@ def find_collision(
         if best.update_gap <= 1e-8:
             break
         size /= 3
-    if best is None:
-        raise RuntimeError("internal invariant violated: best is not None")
+    assert best is not None
     return best
 
 
@@ -340,7 +339,12 @@ def lower_lipschitz_estimate(
     pairs: int = 64,
     generator: torch.Generator | None = None,
 ) -> float:
-    """Estimate ``c_a = min |g(x) - g(x')| / |x - x'|`` over random same-label sample pairs."""
+    """Estimate ``c_a = min |g(x) - g(x')| / |x - x'|`` over random same-label sample pairs.
+
+    A minimum over sampled pairs is at least the infimum, so it can overstate ``c_a`` (and
+    understate the leakage bound): it is an estimate, not a certificate. For softmax regression
+    :func:`certified_lower_lipschitz_softmax` gives a provable constant.
+    """
 
     dtype = next(model.parameters()).dtype
     g = per_sample_gradients(model, x.to(dtype), y)
@@ -355,3 +359,41 @@ def lower_lipschitz_estimate(
     num = (flat[i[keep]] - flat[k[keep]]).norm(dim=1)
     den = (xf[i[keep]] - xf[k[keep]]).norm(dim=1).clamp_min(1e-300)
     return float((num / den).min())
+
+
+def certified_lower_lipschitz_softmax(
+    weight: torch.Tensor, bias: torch.Tensor, box: tuple[float, float] = (0.0, 1.0)
+) -> float:
+    """A provable lower constant ``c_a`` of the per-sample gradient map of softmax regression.
+
+    For cross-entropy on logits ``W x + b`` the per-sample gradient is ``g(x) = (r x^T, r)``
+    with ``r = softmax(W x + b) - e_y``. For two inputs with the same label,
+    ``r (x - x')^T = (r x^T - r' x'^T) - (r - r') x'^T``, so
+    ``|r| |x - x'| <= |g - g'| (1 + |x'|)`` and
+
+        |g(x) - g(x')| / |x - x'| >= (1 - p_y(x)) / (1 + max |x'|).
+
+    Over the box ``[lo, hi]^p``, ``1 - p_y >= S / (1 + S)`` with ``S = sum_{k != y}
+    exp(min_box (z_k - z_y))`` (an affine minimum over a box is exact). The minimum over labels
+    holds for every same-label pair in the box (up to float64 rounding), unlike
+    :func:`lower_lipschitz_estimate`. ``weight`` is ``(C, p)``, ``bias`` ``(C,)``, ``box`` the
+    range of every input coordinate.
+    """
+    lo, hi = box
+    if not lo < hi:
+        raise ConfigError.invalid("box", "lo < hi", box)
+    if weight.ndim != 2 or bias.shape != (weight.shape[0],) or weight.shape[0] < 2:
+        raise ShapeError(
+            f"expected weight (C, p) with C >= 2 and bias (C,), got {tuple(weight.shape)} and "
+            f"{tuple(bias.shape)}"
+        )
+    w, b = weight.detach().double(), bias.detach().double()
+    c = w.shape[0]
+    radius = math.sqrt(w.shape[1] * max(lo * lo, hi * hi))
+    worst = math.inf
+    for y in range(c):
+        dw, db = w - w[y], b - b[y]
+        m = db + torch.minimum(lo * dw, hi * dw).sum(1)  # min over the box of z_k - z_y
+        s = float(torch.exp(m[torch.arange(c) != y]).sum())
+        worst = min(worst, s / (1.0 + s))
+    return worst / (1.0 + radius)

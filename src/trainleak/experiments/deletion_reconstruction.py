@@ -10,17 +10,31 @@ deleted points) and DP logistic regression by output perturbation (averaging re-
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
-from pydantic import Field
+from scipy.stats import rankdata
 from sklearn.metrics import roc_auc_score
 from threadpoolctl import threadpool_limits
 
 from trainleak.bounds.deletion import majority_vote_recovery, single_release_limit
-from trainleak.experiments.base import ExperimentConfig, Result, experiment
+from trainleak.experiments.base import (
+    Result,
+    evaluate_claims,
+    experiment,
+    rows_table,
+)
+from trainleak.experiments.deletion_reconstruction_claims import (
+    CLAIMS,
+    AdvantageRow,
+    DeletionConfig,
+    ExactSumRow,
+    LogRegRow,
+    RecoveryRow,
+    Row,
+)
 from trainleak.progress import Progress
 from trainleak.scenarios.deletion import distinguishing_advantage, rr_transcript_rates
 from trainleak.systems.unlearning.retraining import (
@@ -38,26 +52,23 @@ majority-vote rate P[Bin(k+1, 1-q) > (k+1)/2] (Hoeffding lower bound in the tabl
 single-release limit e^eps/(1+e^eps) caps any adversary facing one run. Distinguishing advantage:
 neighbouring undeleted data sets differing in one honest bit, majority-vote guess, estimated over
 `trials` runs per side. Exact sum: deleted records recovered from differences of consecutive sums;
-honest records estimated by the mean the sum reveals. DP logistic regression: output
-perturbation (Chaudhuri et al. 2011) on synthetic data, the average of k+1 re-released models;
-membership AUROC of honest records vs fresh records scored by their loss under the average.
+the same insert-and-delete run on a second honest data set with the same sum (a zero-sum shift
+of RMS 0.1) gives the transcript gap. DP logistic regression: output perturbation (Chaudhuri et
+al. 2011) on synthetic data, the average of k+1 re-released models; membership AUROC of honest
+records vs fresh records scored by their loss under the average, and a one-sided 95%
+paired-bootstrap lower bound (2000 resamples of members and non-members) on its gain over k = 0.
 [inferred]: the paper (Cohen, Kohen, Nissim, Stemmer 2026) gives theorems only; this concrete
-instantiation, the positional "coupled" variant and the protected mechanism are our reading."""
+instantiation, the positional "coupled" variant and the protected mechanism are our reading.
+Claims changed for soundness: the exact-sum claim used to compare the RMSE of the honest mean
+with itself (the guess was the honest mean by construction, an identity); it now checks that two
+different honest data sets with the same sum give the same transcript, which fails if the
+releases depend on the honest records other than through their sum. The DP logistic regression
+claim is split: the parameter-error part is unchanged, the AUROC part needs the bootstrap lower
+bound on the gain above 0 instead of a larger point value. A claim whose sweep lacks the point
+it is about (eps = 1 with k = 51, k >= 5, any deletion) is reported as not tested."""
 
 
-class DeletionConfig(ExperimentConfig):
-    """Config of ``deletion-reconstruction`` (numpy; well under a minute)."""
-
-    n_honest: int = Field(10_000, ge=10)
-    epsilons: list[float] = [0.5, 1.0, 2.0]
-    deletions: list[int] = [0, 1, 3, 5, 11, 21, 51]
-    trials: int = Field(300, ge=10)
-    lr_n: int = Field(200, ge=20)
-    lr_dim: int = Field(30, ge=2)
-    lr_eps: float = Field(1.0, gt=0)
-
-
-def _recovery(cfg: DeletionConfig) -> list[dict[str, Any]]:
+def _recovery(cfg: DeletionConfig) -> list[RecoveryRow]:
     bits = np.random.default_rng(cfg.seed).integers(0, 2, cfg.n_honest)
     rows = []
     for eps in cfg.epsilons:
@@ -65,39 +76,62 @@ def _recovery(cfg: DeletionConfig) -> list[dict[str, Any]]:
             r: rr_transcript_rates(bits, eps, r, cfg.deletions, seed=cfg.seed)
             for r in ("fresh", "coupled", "protected")
         }  # type: ignore[arg-type]
-        runs["coupled (adversary first)"] = rr_transcript_rates(
+        first = rr_transcript_rates(
             bits, eps, "coupled", cfg.deletions, seed=cfg.seed, adversary_first=True
         )
         for j, k in enumerate(cfg.deletions):
             b = majority_vote_recovery(eps, k)
-            row = {
-                "eps": eps,
-                "k": k,
-                "bound_fresh": b.value,
-                "hoeffding": b.components["hoeffding_lower"],
-            }
-            row["single_release"] = single_release_limit(eps).value
-            row.update({name: rates[j] for name, rates in runs.items()})
-            rows.append(row)
+            rows.append(
+                RecoveryRow(
+                    eps=eps,
+                    k=k,
+                    n_honest=cfg.n_honest,
+                    bound_fresh=b.value,
+                    hoeffding=b.components["hoeffding_lower"],
+                    single_release=single_release_limit(eps).value,
+                    fresh=runs["fresh"][j],
+                    coupled=runs["coupled"][j],
+                    protected=runs["protected"][j],
+                    coupled_adversary_first=first[j],
+                )
+            )
     return rows
 
 
-def _exact_sum(cfg: DeletionConfig, k: int = 5) -> dict[str, float]:
+def _advantage(cfg: DeletionConfig) -> list[AdvantageRow]:
+    k = max(cfg.deletions)
+    return [
+        AdvantageRow(
+            r,
+            1.0,
+            k,
+            cfg.trials,
+            distinguishing_advantage(r, 1.0, k, trials=cfg.trials, seed=cfg.seed),
+        )
+        for r in ("fresh", "protected")
+    ]  # type: ignore[arg-type]
+
+
+def _exact_sum(cfg: DeletionConfig, k: int = 5) -> ExactSumRow:
     rng = np.random.default_rng(cfg.seed + 1)
     honest, adv = rng.random((100, 4)), rng.random((k, 4))
-    mech = UnlearningMechanism(ExactSum(), "fresh", seed=cfg.seed)
-    ids = np.arange(100 + k)
-    outs = [mech.fit(ids, np.vstack([honest, adv]))] + [mech.delete([100 + i]) for i in range(k)]
-    recovered = np.vstack([outs[i] - outs[i + 1] for i in range(k)])
-    guess = outs[-1] / 100.0  # the remaining sum reveals only the honest mean
-    return {
-        "deleted_max_error": float(np.abs(recovered - adv).max()),
-        "honest_rmse_after": float(np.sqrt(((honest - guess) ** 2).mean())),
-        "honest_rmse_mean_baseline": float(np.sqrt(((honest - honest.mean(0)) ** 2).mean())),
-    }
+    shift = rng.standard_normal(honest.shape) * 0.1
+    twin = honest + shift - shift.mean(0)  # a different honest data set with the same sum
+    transcripts = []
+    for data in (honest, twin):
+        mech = UnlearningMechanism(ExactSum(), "fresh", seed=cfg.seed)
+        outs = [mech.fit(np.arange(100 + k), np.vstack([data, adv]))]
+        outs += [mech.delete([100 + i]) for i in range(k)]
+        transcripts.append(np.vstack(outs))
+    recovered = transcripts[0][:-1] - transcripts[0][1:]
+    return ExactSumRow(
+        deleted_max_error=float(np.abs(recovered - adv).max()),
+        same_sum_gap=float(np.abs(transcripts[0] - transcripts[1]).max()),
+        honest_distance=float(np.sqrt(((honest - twin) ** 2).mean())),
+    )
 
 
-def _dp_logreg(cfg: DeletionConfig, ks: tuple[int, ...] = (0, 5, 20, 51)) -> list[dict[str, Any]]:
+def _dp_logreg(cfg: DeletionConfig, ks: tuple[int, ...] = (0, 5, 20, 51)) -> list[LogRegRow]:
     rng = np.random.default_rng(cfg.seed + 2)
     w = rng.standard_normal(cfg.lr_dim)
 
@@ -118,28 +152,52 @@ def _dp_logreg(cfg: DeletionConfig, ks: tuple[int, ...] = (0, 5, 20, 51)) -> lis
         ids = np.arange(len(honest) + len(adv))
         outs = [mech.fit(ids, np.vstack([honest, adv]))]
         outs += [mech.delete([len(honest) + i]) for i in range(len(adv))]
+        first = _scores(outs[0], honest, fresh_pool)
         for k in ks:
             avg = np.mean(outs[: k + 1], axis=0)
-            rows.append(
-                {
-                    "randomness": randomness,
-                    "k": k,
-                    "param_error": float(
-                        np.linalg.norm(avg - theta_star) / np.linalg.norm(theta_star)
-                    ),
-                    "mia_auroc": _auroc(avg, honest, fresh_pool),
-                }
-            )
+            err = float(np.linalg.norm(avg - theta_star) / np.linalg.norm(theta_star))
+            scores = _scores(avg, honest, fresh_pool)
+            gain = 0.0 if k == 0 else _auroc_gain_lower(first, scores, len(honest), cfg.seed)
+            rows.append(LogRegRow(randomness, k, err, _auroc(scores, len(honest)), gain))
     return rows
 
 
-def _auroc(theta: np.ndarray, members: np.ndarray, others: np.ndarray) -> float:
-    def loss(v: np.ndarray) -> np.ndarray:
-        return np.asarray(np.logaddexp(0.0, -v[:, -1] * (v[:, :-1] @ theta)))
+def _scores(theta: np.ndarray, members: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Membership scores (negative logistic loss under ``theta``), members first."""
+    v = np.vstack([members, others])
+    return -np.asarray(np.logaddexp(0.0, -v[:, -1] * (v[:, :-1] @ theta)))
 
-    scores = np.concatenate([-loss(members), -loss(others)])
-    labels = np.concatenate([np.ones(len(members)), np.zeros(len(others))])
+
+def _auroc(scores: np.ndarray, n_members: int) -> float:
+    labels = np.concatenate([np.ones(n_members), np.zeros(len(scores) - n_members)])
     return float(roc_auc_score(labels, scores))
+
+
+def _auroc_rows(scores: np.ndarray, n_members: int) -> np.ndarray:
+    """AUROC of each row of ``scores`` (members first), by the Mann-Whitney rank sum."""
+    ranks = rankdata(scores, axis=1)
+    n_o = scores.shape[1] - n_members
+    u = ranks[:, :n_members].sum(1) - n_members * (n_members + 1) / 2
+    return np.asarray(u / (n_members * n_o))
+
+
+def _auroc_gain_lower(
+    before: np.ndarray, after: np.ndarray, n_members: int, seed: int, n_boot: int = 2000
+) -> float:
+    """One-sided 95% paired-bootstrap lower bound on AUROC(after) - AUROC(before).
+
+    Members and non-members are resampled separately; both score vectors share a resample.
+    """
+    rng = np.random.default_rng(seed)
+    n_o = len(before) - n_members
+    idx = np.hstack(
+        [
+            rng.integers(0, n_members, (n_boot, n_members)),
+            n_members + rng.integers(0, n_o, (n_boot, n_o)),
+        ]
+    )
+    gain = _auroc_rows(after[idx], n_members) - _auroc_rows(before[idx], n_members)
+    return float(np.quantile(gain, 0.05))
 
 
 @experiment(
@@ -155,112 +213,27 @@ def run(cfg: DeletionConfig, progress: Progress | None = None) -> Result:
 
 def _run(cfg: DeletionConfig, progress: Progress | None) -> Result:
     result = Result("deletion-reconstruction", cfg.model_dump(), notes=_NOTES)
-    rows = _recovery(cfg)
-    result.tables["recovery"] = rows
-    k_adv = max(cfg.deletions)
-    adv = {
-        r: distinguishing_advantage(r, 1.0, k_adv, trials=cfg.trials, seed=cfg.seed)
-        for r in ("fresh", "protected")
-    }  # type: ignore[arg-type]
-    result.metrics.update({f"advantage_{k}": v for k, v in adv.items()})
+    recovery = _recovery(cfg)
+    adv = _advantage(cfg)
+    exact = _exact_sum(cfg)
+    logreg = _dp_logreg(cfg)
+    rows: list[Row] = [*recovery, *adv, exact, *logreg]
+    result.claims = evaluate_claims(CLAIMS, rows, cfg)
+    result.metrics.update({f"advantage_{r.randomness}": r.advantage for r in adv})
     result.metrics["advantage_limit"] = math.tanh(0.5)
-    result.metrics.update(_exact_sum(cfg))
-    result.tables["dp_logreg"] = _dp_logreg(cfg)
-    _claims(result, cfg, rows, adv)
-    result.figures["recovery"] = _figure(rows, cfg)
+    result.metrics.update(dataclasses.asdict(exact))
+    result.tables["recovery"] = rows_table(recovery)
+    result.tables["dp_logreg"] = rows_table(logreg)
+    result.figures["recovery"] = _figure(recovery, cfg)
     return result
 
 
-def _claims(
-    result: Result, cfg: DeletionConfig, rows: list[dict[str, Any]], adv: dict[str, float]
-) -> None:
-    n = cfg.n_honest
-    at = {(r["eps"], r["k"]): r for r in rows}
-    top = at.get((1.0, 51))
-    result.claim(
-        "fresh randomness: above 99% of honest bits recovered at eps = 1 with 51 deletions",
-        top is not None and top["fresh"] > 0.99,
-        fresh=None if top is None else top["fresh"],
-        bound=None if top is None else top["bound_fresh"],
-    )
-    se = [4 * math.sqrt(r["single_release"] * (1 - r["single_release"]) / n) + 1e-9 for r in rows]
-    stay = [
-        abs(r[m] - r["single_release"]) <= s
-        for r, s in zip(rows, se)
-        for m in ("coupled", "protected")
-    ]
-    result.claim(
-        "coupled and protected mechanisms stay at the single-release rate e^eps/(1+e^eps) "
-        "(within 4 SE) for every k",
-        all(stay),
-        worst=max(abs(r[m] - r["single_release"]) for r in rows for m in ("coupled", "protected")),
-        tolerance=max(se),
-    )
-    fit = [
-        abs(r["fresh"] - r["bound_fresh"])
-        <= 4 * math.sqrt(r["bound_fresh"] * (1 - r["bound_fresh"]) / n) + 2e-3
-        for r in rows
-    ]
-    result.claim(
-        "the measured fresh-coin rate matches the theoretical majority-vote rate (within 4 SE) "
-        "and exceeds the Hoeffding bound",
-        all(fit) and all(r["fresh"] >= r["hoeffding"] - 0.01 for r in rows),
-        mismatches=int(len(fit) - sum(fit)),
-    )
-    result.claim(
-        "[inferred] positional coupling is fragile: when deletions shift data-set order, "
-        "coupled coins leak like fresh ones",
-        all(
-            r["coupled (adversary first)"] > r["single_release"] + 0.05 for r in rows if r["k"] >= 5
-        ),
-        rates=[
-            (r["eps"], r["k"], round(r["coupled (adversary first)"], 4))
-            for r in rows
-            if r["k"] >= 5
-        ],
-    )
-    limit = math.tanh(0.5)
-    margin = 3 * math.sqrt(0.5 / cfg.trials)
-    result.claim(
-        "the protected mechanism keeps the distinguishing advantage on neighbouring undeleted "
-        "data at the one-release limit tanh(eps/2); fresh coins do not",
-        adv["protected"] <= limit + margin and adv["fresh"] > limit + margin,
-        **adv,
-        limit=limit,
-        margin=margin,
-    )
-    m = result.metrics
-    result.claim(
-        "exact summation: differences reveal exactly the deleted points, and the honest "
-        "records no more than their mean",
-        m["deleted_max_error"] < 1e-9
-        and m["honest_rmse_after"] >= m["honest_rmse_mean_baseline"] - 1e-12,
-        deleted_max_error=m["deleted_max_error"],
-        honest_rmse=m["honest_rmse_after"],
-        baseline=m["honest_rmse_mean_baseline"],
-    )
-    lr = {(r["randomness"], r["k"]): r for r in result.tables["dp_logreg"]}
-    ks = sorted({k for _, k in lr})
-    result.claim(
-        "DP logistic regression retrained with fresh noise: averaging re-releases removes the "
-        "noise (parameter error falls) and membership AUROC rises; coupled noise does not "
-        "average out",
-        lr[("fresh", ks[-1])]["param_error"] < 0.5 * lr[("fresh", 0)]["param_error"]
-        and lr[("fresh", ks[-1])]["mia_auroc"] > lr[("fresh", 0)]["mia_auroc"]
-        and lr[("coupled", ks[-1])]["param_error"] > 0.8 * lr[("coupled", 0)]["param_error"],
-        table=[
-            (k[0], k[1], round(v["param_error"], 3), round(v["mia_auroc"], 3))
-            for k, v in lr.items()
-        ],
-    )
-
-
-def _figure(rows: list[dict[str, Any]], cfg: DeletionConfig) -> Figure:
+def _figure(rows: list[RecoveryRow], cfg: DeletionConfig) -> Figure:
     fig = Figure(figsize=(4 * len(cfg.epsilons), 3.2))
     for j, eps in enumerate(cfg.epsilons):
         ax = fig.add_subplot(1, len(cfg.epsilons), j + 1)
-        sel = [r for r in rows if r["eps"] == eps]
-        ks = [r["k"] for r in sel]
+        sel = [r for r in rows if r.eps == eps]
+        ks = [r.k for r in sel]
         for key, style in (
             ("fresh", "o-"),
             ("coupled", "s-"),
@@ -268,7 +241,7 @@ def _figure(rows: list[dict[str, Any]], cfg: DeletionConfig) -> Figure:
             ("bound_fresh", "k--"),
             ("single_release", "k:"),
         ):
-            ax.plot(ks, [r[key] for r in sel], style, label=key)
+            ax.plot(ks, [getattr(r, key) for r in sel], style, label=key)
         ax.set_xscale("symlog")
         ax.set_title(f"eps = {eps}")
         ax.set_xlabel("deletions k")

@@ -16,14 +16,16 @@ softmax regression (d = 650, so the counting threshold is B = 11) and an MLP 64-
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any
 
 import torch
 from matplotlib.figure import Figure
-from pydantic import Field
 
 from trainleak.bounds.jacobian import (
     batch_size_threshold,
+    certified_lower_lipschitz_softmax,
     find_collision,
     leakage_metric,
     leakage_upper_bound,
@@ -31,7 +33,18 @@ from trainleak.bounds.jacobian import (
     nonuniqueness_certificate,
 )
 from trainleak.errors import ShapeError
-from trainleak.experiments.base import ExperimentConfig, Result, experiment
+from trainleak.experiments.base import (
+    Result,
+    evaluate_claims,
+    experiment,
+    rows_table,
+)
+from trainleak.experiments.jacobian_uniqueness_claims import (
+    CLAIMS,
+    CriterionRow,
+    JacobianConfig,
+    LeakageRow,
+)
 from trainleak.models.functional import batch_gradient
 from trainleak.models.registry import build_model, model_spec
 from trainleak.progress import Progress
@@ -45,20 +58,21 @@ strictly inside [0, 1] (so the witness is a valid batch) when that restricted nu
 non-empty, else unconstrained (collision_in_box says which); DLG (L-BFGS, labels
 known) success = matched mean squared error < 1e-3 after Hungarian-free per-index matching (the
 labels fix the order up to equal labels; we match by nearest sample). Leakage eps_p uses the
-data diameter of the digits pool; c_a is the minimum gradient-difference ratio over same-label
-pairs [inferred estimator]; poly(B) = B in the bound [inferred: the summary leaves it open].
+data diameter D of the digits pool; poly(B) = B in the bound [inferred: the summary leaves it
+open]. The bound's c_a is certified for softmax regression over the data box [0, 1]^64:
+|g(x) - g(x')| >= (1 - p_y(x)) |x - x'| / (1 + |x'|), with 1 - p_y bounded below by the exact
+minima of the logit gaps over the box. The minimum gradient-difference ratio over 400 sampled
+same-label pairs is also shown (bound_estimate): a minimum over samples overstates the infimum,
+so that "bound" is an estimate, not a guarantee (here about 40 times the certified constant).
+Claims changed for soundness: "B p > d implies rank-deficient" is removed (rank <= d < B p, a
+tautology; the collision witness is the falsifiable form of non-uniqueness); the bound claim is
+checked only where the certified bound is below 1, the largest possible leakage (at or above 1
+it cannot fail), and is not tested when no distortion gets there; the distortion sweep reaches
+300 |g| so that one does. Where the bound falls below 1 - sqrt(p) / D, the smallest leakage an
+output in the box can have, every attack violates it: for large enough Delta the bound as
+instantiated cannot hold (evidence lists such points). DLG below vs above compares a one-sided
+95% lower bound on the difference of success rates (Newcombe, Wilson score) with 0.
 """
-
-
-class JacobianConfig(ExperimentConfig):
-    """Config of ``jacobian-uniqueness``."""
-
-    batch_sizes: list[int] = Field(default_factory=lambda: [1, 2, 4, 8, 10, 12, 16, 24, 32])
-    hidden: int = Field(16, ge=1)
-    dlg_iterations: int = Field(100, ge=1)
-    dlg_restarts: int = Field(3, ge=1)
-    distortions: list[float] = Field(default_factory=lambda: [0.0, 0.1, 0.3, 1.0, 3.0])
-    leakage_batch: int = Field(4, ge=1)
 
 
 def _models(hidden: int) -> dict[str, torch.nn.Module]:
@@ -134,29 +148,38 @@ def _witness(
     return {"collision_gap": None, "collision_distance": None, "collision_in_box": None}
 
 
-def _threshold_rows(cfg: JacobianConfig, x: torch.Tensor, y: torch.Tensor) -> list[dict[str, Any]]:
+def _threshold_rows(cfg: JacobianConfig, x: torch.Tensor, y: torch.Tensor) -> list[CriterionRow]:
     rows = []
     gen = torch.Generator().manual_seed(cfg.seed)
     for name, model in _models(cfg.hidden).items():
         for b in cfg.batch_sizes:
             rep = nonuniqueness_certificate(model, x[:b], y[:b])
-            row: dict[str, Any] = {"model": name, **rep.__dict__}
-            row.update(_witness(model, x[:b], y[:b], 0.3 if name == "softmax" else 0.03, gen))
+            wit = _witness(model, x[:b], y[:b], 0.3 if name == "softmax" else 0.03, gen)
             target = list(batch_gradient(model, x[:b], y[:b]).values())
-            row["dlg_mse"], _ = _dlg(model, x[:b], y[:b], cfg, target, gen)
-            row["dlg_success"] = row["dlg_mse"] < 1e-3
-            rows.append(row)
+            mse, _ = _dlg(model, x[:b], y[:b], cfg, target, gen)
+            rows.append(
+                CriterionRow(
+                    model=name,
+                    **dataclasses.asdict(rep),
+                    **wit,
+                    dlg_mse=mse,
+                    dlg_success=mse < 1e-3,
+                )
+            )
     return rows
 
 
-def _leakage_rows(cfg: JacobianConfig, x: torch.Tensor, y: torch.Tensor) -> list[dict[str, Any]]:
+def _leakage_rows(cfg: JacobianConfig, x: torch.Tensor, y: torch.Tensor) -> list[LeakageRow]:
     model = _models(cfg.hidden)["softmax"]
     b = cfg.leakage_batch
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     clean = list(batch_gradient(model, x[:b], y[:b]).values())
     norm = float(torch.sqrt(sum((g**2).sum() for g in clean)))  # type: ignore[arg-type]
     diameter = float(torch.cdist(x, x).max())
-    c_a = lower_lipschitz_estimate(model, x[:200], y[:200], pairs=400, generator=gen)
+    c_est = lower_lipschitz_estimate(model, x[:200], y[:200], pairs=400, generator=gen)
+    w, bias = model.get_parameter("layers.0.weight"), model.get_parameter("layers.0.bias")
+    c_a = certified_lower_lipschitz_softmax(w, bias, (0.0, 1.0))
+    min_leakage = 1.0 - math.sqrt(x.shape[1]) / diameter  # the box [0, 1]^p has diameter sqrt(p)
     rows = []
     for rel in cfg.distortions:
         noise = [torch.randn(g.shape, generator=gen, dtype=g.dtype) for g in clean]
@@ -166,90 +189,38 @@ def _leakage_rows(cfg: JacobianConfig, x: torch.Tensor, y: torch.Tensor) -> list
         _, traj = _dlg(model, x[:b], y[:b], cfg, target, gen)
         eps = leakage_metric(x[:b], traj, diameter)
         bound = leakage_upper_bound(b, delta, c_a, diameter)
+        estimate = leakage_upper_bound(b, delta, c_est, diameter).value
         rows.append(
-            {
-                "relative_distortion": rel,
-                "delta": delta,
-                "eps_empirical": eps,
-                "bound": bound.value,
-                **bound.components,
-                "c_a": c_a,
-            }
-        )
+            LeakageRow(
+                rel, delta, eps, bound.value, **bound.components, c_a=c_a, c_a_estimate=c_est,
+                bound_estimate=estimate, min_leakage=min_leakage,
+            )
+        )  # fmt: skip
     return rows
 
 
-def _figure(rows: list[dict[str, Any]], leak: list[dict[str, Any]]) -> Figure:
+def _figure(rows: list[CriterionRow], leak: list[LeakageRow]) -> Figure:
     fig = Figure(figsize=(10, 3.4))
     ax1, ax2 = fig.subplots(1, 2)
     for name in ("softmax", "mlp"):
-        sel = [r for r in rows if r["model"] == name]
-        ax1.plot([r["batch_size"] for r in sel], [r["null_dim"] for r in sel], "o-", label=name)
-        ax1.axvline(sel[0]["threshold"], ls="--", color="grey")
+        sel = [r for r in rows if r.model == name]
+        ax1.plot([r.batch_size for r in sel], [r.null_dim for r in sel], "o-", label=name)
+        ax1.axvline(sel[0].threshold, ls="--", color="grey")
     ax1.set(title="null-space dimension of J", xlabel="batch size B", ylabel="Bp - rank J")
     ax1.legend()
-    ax2.plot([r["delta"] for r in leak], [r["eps_empirical"] for r in leak], "o-", label="DLG")
-    ax2.plot([r["delta"] for r in leak], [r["bound"] for r in leak], "s--", label="upper bound")
+    deltas = [r.delta for r in leak]
+    ax2.plot(deltas, [r.eps_empirical for r in leak], "o-", label="DLG")
+    ax2.plot(deltas, [r.bound for r in leak], "s--", label="bound (certified c_a)")
+    ax2.plot(deltas, [r.bound_estimate for r in leak], "x:", label="bound (estimated c_a)")
+    ax2.axhline(1.0, color="grey", lw=0.8)
+    positive = [d for d in deltas if d > 0]
+    ax2.set_xscale("symlog", linthresh=min(positive, default=1.0))
+    ax2.set_xlim(0.0, 1.5 * max(positive, default=1.0))
+    ax2.set_ylim(min([r.min_leakage for r in leak], default=0.0) - 0.2, 2.0)
     ax2.set(title="leakage vs distortion", xlabel="Delta", ylabel="eps_p")
     ax2.legend()
     fig.tight_layout()
     return fig
-
-
-def _claims(result: Result, rows: list[dict[str, Any]], leak: list[dict[str, Any]]) -> None:
-    above = [r for r in rows if r["sufficient"]]
-    result.claim(
-        "If B p > d the update Jacobian is rank-deficient (the batch is not unique)",
-        bool(above) and all(r["non_unique"] for r in above),
-        cases=[(r["model"], r["batch_size"], r["rank"]) for r in above],
-    )
-    below = [r for r in rows if not r["sufficient"]]
-    result.claim(
-        "Below the threshold (B p <= d) the Jacobian has full column rank",
-        all(not r["non_unique"] for r in below),
-        exceptions=[
-            (r["model"], r["batch_size"], r["rank"], r["batch_size"] * 64)
-            for r in below
-            if r["non_unique"]
-        ],
-    )
-    wit = [r for r in above if r["non_unique"]]
-    result.claim(
-        "Above the threshold a second batch with the same update exists (relative update gap "
-        "< 1e-6 at a relative distance > 1e-3)",
-        bool(wit)
-        and all(
-            r["collision_gap"] is not None
-            and r["collision_gap"] < 1e-6
-            and r["collision_distance"] > 1e-3
-            for r in wit
-        ),
-        witnesses=[
-            (r["model"], r["batch_size"], r["collision_gap"], r["collision_distance"]) for r in wit
-        ],
-    )
-    ok_below = [r["dlg_success"] for r in below]
-    ok_above = [r["dlg_success"] for r in above]
-    rate_b = sum(ok_below) / max(len(ok_below), 1)
-    rate_a = sum(ok_above) / max(len(ok_above), 1)
-    result.claim(
-        "DLG with known labels succeeds more often below the threshold than above it",
-        rate_b > rate_a,
-        success_below=rate_b,
-        success_above=rate_a,
-    )
-    eps = [r["eps_empirical"] for r in leak]
-    result.claim(
-        "Empirical leakage decreases as the distortion grows",
-        all(a >= b - 1e-3 for a, b in zip(eps, eps[1:])),
-        eps=eps,
-    )
-    result.claim(
-        "The leakage upper bound holds (bound >= empirical leakage at every Delta)",
-        all(r["bound"] >= r["eps_empirical"] for r in leak),
-        bound=[r["bound"] for r in leak],
-        vacuous=[r["vacuous"] for r in leak],
-    )
 
 
 @experiment(
@@ -268,8 +239,9 @@ def run(cfg: JacobianConfig, progress: Progress | None = None) -> Result:
         progress("jacobian-uniqueness", 1, 2)
     leak = _leakage_rows(cfg, x, y)
     result = Result(experiment="jacobian-uniqueness", config=cfg.model_dump())
-    result.tables["criterion"] = rows
-    result.tables["leakage"] = leak
+    result.claims = evaluate_claims(CLAIMS, [*rows, *leak], cfg)
+    result.tables["criterion"] = rows_table(rows)
+    result.tables["leakage"] = rows_table(leak)
     result.figures["criterion_and_leakage"] = _figure(rows, leak)
     result.metrics = {
         "threshold_softmax": batch_size_threshold(650, 64),
@@ -277,6 +249,5 @@ def run(cfg: JacobianConfig, progress: Progress | None = None) -> Result:
             64 * cfg.hidden + cfg.hidden + 10 * cfg.hidden + 10, 64
         ),
     }
-    _claims(result, rows, leak)
     result.notes = NOTES
     return result
