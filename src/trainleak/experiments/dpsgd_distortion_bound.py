@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import numpy as np
 import torch
 from matplotlib.figure import Figure
 
@@ -28,7 +27,13 @@ from trainleak.bounds.dpsgd import Schedule, dpsgd_distortion_bound, noise_for_e
 from trainleak.bounds.entropy import pool_distances_sq
 from trainleak.bounds.reference import guo_unbiased_bound, hayes_mse_bound
 from trainleak.data import ImageDataset, load_digits, load_mnist
-from trainleak.experiments.base import ExperimentConfig, Result, experiment
+from trainleak.experiments.base import ExperimentConfig, Result, evaluate_claims, experiment
+from trainleak.experiments.dpsgd_bound_claims import (
+    CLAIMS,
+    EpsilonRow,
+    display_table,
+    headline_metrics,
+)
 from trainleak.features import LPIPSFormulaMap, train_feature_net
 from trainleak.models.registry import model_spec
 from trainleak.progress import Progress
@@ -73,7 +78,7 @@ def _load(cfg: DPSGDBoundConfig) -> tuple[ImageDataset, ImageDataset]:
 
 def _bounds(
     cfg: DPSGDBoundConfig, sched: Schedule, pool: torch.Tensor, fmap: LPIPSFormulaMap | None
-) -> dict[str, float]:
+) -> dict[str, Any]:
     d = pool[0].numel()
     exact = dpsgd_distortion_bound(sched, pool, patch=cfg.patch, exact_prior=True, delta=cfg.delta)
     sample = dpsgd_distortion_bound(
@@ -81,7 +86,7 @@ def _bounds(
     )
     dist = pool_distances_sq(pool.flatten(1).double().numpy())
     c = exact.components
-    out = {
+    out: dict[str, Any] = {
         "sigma": sched.noise_multipliers[0],
         "epsilon_rdp": c["epsilon"],
         "leakage_capacity": c["leakage_capacity"],
@@ -147,6 +152,10 @@ def _attack_target(
     return out
 
 
+_PER_TARGET = ("posterior_mean", "posterior_max", "population_mean", "map",
+               "feat_posterior_mean", "feat_population_mean")  # fmt: skip
+
+
 def _epsilon_row(
     cfg: DPSGDBoundConfig,
     eps: float,
@@ -154,28 +163,15 @@ def _epsilon_row(
     pool: ImageDataset,
     fmap: LPIPSFormulaMap | None,
     targets: list[int],
-) -> dict[str, Any]:
+) -> EpsilonRow:
     sigma = noise_for_epsilon(eps, cfg.sampling_rate, cfg.steps, cfg.delta)
     sched = Schedule.constant(cfg.sampling_rate, sigma, cfg.steps)
-    row: dict[str, Any] = {"epsilon": eps, **_bounds(cfg, sched, pool.x, fmap)}
     runs = [
         _attack_target(cfg, sigma, others, pool, i, fmap, k < cfg.map_targets)
         for k, i in enumerate(targets)
     ]
-    for key in runs[0]:
-        vals = [r[key] for r in runs if key in r]
-        row[key] = float(np.mean(vals))
-        if key in ("posterior_mean", "map"):
-            row[key + "_se"] = float(np.std(vals) / max(1, len(vals) - 1) ** 0.5)
-    # the population mean's expected error is exactly the prior variance (target uniform over
-    # the pool); the per-target average is kept as "population_mean" for comparison. The bound
-    # is on the *expected* error, so only means over >= 5 targets enter the comparison.
-    row["map_targets"] = min(cfg.map_targets, len(targets))
-    use_map = row["map_targets"] >= 5 and "map" in row
-    best = min(row["posterior_mean"], row["map"] if use_map else np.inf, row["prior_variance"])
-    row["best_attack"] = best
-    row["ratio_best_attack_to_bound"] = best / row["bound"] if row["bound"] > 0 else np.inf
-    return row
+    per_target: dict[str, Any] = {k: tuple(r[k] for r in runs if k in r) for k in _PER_TARGET}
+    return EpsilonRow(epsilon=eps, **_bounds(cfg, sched, pool.x, fmap), **per_target)
 
 
 def _figure(rows: list[dict[str, Any]]) -> Figure:
@@ -220,60 +216,13 @@ def run(config: DPSGDBoundConfig, progress: Progress | None = None) -> Result:
         if progress is not None:
             progress("dpsgd-distortion-bound", k + 1, len(config.epsilons))
     result = Result(experiment="dpsgd-distortion-bound", config=config.model_dump())
-    result.tables["bound_vs_attacks"] = rows
-    result.figures["mse_vs_epsilon"] = _figure(rows)
-    _claims(result, rows)
+    result.claims = evaluate_claims(CLAIMS, rows, config)
+    result.metrics.update(headline_metrics(rows))
+    table = display_table(rows)
+    result.tables["bound_vs_attacks"] = table
+    result.figures["mse_vs_epsilon"] = _figure(table)
     result.notes = _NOTES
     return result
-
-
-def _claims(result: Result, rows: list[dict[str, Any]]) -> None:
-    margins = [r["best_attack"] - r["bound"] for r in rows]
-    result.claim(
-        "The bound stays below every attack's mean error (over >= 5 targets) at every epsilon",
-        all(m >= 0 for m in margins),
-        min_margin=min(margins),
-    )
-    feat = [r["feat_posterior_mean"] - r["feat_bound"] for r in rows if "feat_bound" in r]
-    if feat:
-        result.claim(
-            "The feature-space (LPIPS-formula) bound stays below the feature-space attack",
-            all(m >= 0 for m in feat),
-            min_margin=min(feat),
-        )
-    small = rows[0]
-    result.claim(
-        "At the smallest epsilon the bound is a large fraction (>= 0.5) of the prior variance",
-        small["bound_frac_prior_var"] >= 0.5,
-        epsilon=small["epsilon"],
-        fraction=small["bound_frac_prior_var"],
-    )
-    bounds = [r["bound"] for r in rows]
-    result.claim(
-        "The bound decreases as epsilon grows",
-        all(a >= b for a, b in zip(bounds, bounds[1:])),
-        bounds=bounds,
-    )
-    mid = [r for r in rows if 1.0 <= r["epsilon"] <= 8.0]
-    ratios = [r["ratio_best_attack_to_bound"] for r in mid]
-    result.claim(
-        "Tightness target: best attack / bound <= 2 for epsilon in [1, 8]",
-        bool(ratios) and max(ratios) <= 2.0,
-        ratios=ratios,
-    )
-    tighter = [r["epsilon"] for r in rows if r["bound"] >= r["hayes_mse"]]
-    result.claim(
-        "The bound is at least as tight as Hayes et al. (converted to MSE) at every epsilon",
-        len(tighter) == len(rows),
-        epsilons_where_tighter=tighter,
-    )
-    result.metrics.update(
-        {
-            "max_ratio_eps_1_8": max(ratios) if ratios else float("nan"),
-            "min_validity_margin": min(margins),
-            "bound_at_eps1": rows[0]["bound"],
-        }
-    )
 
 
 _NOTES = (
