@@ -215,4 +215,6 @@ forms (coverage = soft-min squared distance, separation = Gaussian kernel betwee
 overlap = unnormalised mean product of hidden responses), 8 masks x 6 sizes x 10 seeds = 480
 runs, initial prototypes on a jittered grid over [0, 1] with slopes U[5, 20], v ~ N(0, 1/N),
 lambda = 0.1, tau = 0.01, Adam lr 1e-2, 3000 steps. The tau sweep (separation only, largest N)
-adds runs beyond the 480."""
+adds runs beyond the 480. Claims compare masks by one-sided 95% confidence bounds on
+seed-paired differences (every mask of one N and seed trains on the same data), not by
+comparing means over 10 seeds; the fit comparison uses the geometric-mean ratio of fit MSEs."""

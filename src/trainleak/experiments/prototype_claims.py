@@ -8,13 +8,14 @@ built from the rows by :func:`summary`.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from trainleak.experiments.base import Claim, ClaimFn, claim
+from trainleak.experiments.base import Claim, ClaimFn, claim, not_tested
+from trainleak.metrics.intervals import difference_lower_bound
 
 MASKS: list[tuple[int, ...]] = list(itertools.product((0, 1), repeat=3))
 
@@ -26,6 +27,8 @@ def mask_name(mask: tuple[int, ...]) -> str:
 
 
 MASK_NAMES: list[str] = [mask_name(m) for m in MASKS]
+LEVEL = 0.95
+"""Confidence of the one-sided intervals; comparisons are paired by seed (shared data)."""
 OVERLAP_PAIRS = (("O", "baseline"), ("C+O", "C"), ("S+O", "S"), ("C+S+O", "C+S"))
 
 
@@ -95,51 +98,68 @@ def summary(rows: Sequence[RunRow]) -> list[dict[str, Any]]:
     return table
 
 
+def _by_seed(rows: Sequence[RunRow], n: int, mask: str, field: str) -> np.ndarray:
+    """``field`` of the runs at (n, mask), ordered by seed (for paired comparisons)."""
+    sel = sorted(_group(rows, n, mask), key=lambda r: r.seed)
+    return np.array([getattr(r, field) for r in sel])
+
+
+def _gain(rows: Sequence[RunRow], n: int, worse: str, better: str, field: str = "err") -> float:
+    """One-sided 95% lower bound on mean(field[worse] - field[better]), paired by seed."""
+    a, b = _by_seed(rows, n, worse, field), _by_seed(rows, n, better, field)
+    return difference_lower_bound(a, b, LEVEL, paired=True)
+
+
 def claim_coverage_best(rows: Sequence[RunRow], cfg: Any) -> Claim:
-    """At every N the best mask uses coverage, and coverage alone beats the plain fit."""
+    """At every N coverage beats the plain fit, and the best coverage mask beats every other."""
     main = main_rows(rows, cfg)
     sizes = sorted({r.size for r in main})
     err = {(n, m): _mean(_group(main, n, m), "err") for n in sizes for m in MASK_NAMES}
-    best = {n: min(MASK_NAMES, key=lambda m: err[(n, m)]) for n in sizes}
+    with_c = [m for m in MASK_NAMES if "C" in m]
+    best_c = {n: min(with_c, key=lambda m: err[(n, m)]) for n in sizes}
+    best_other = {n: min(set(MASK_NAMES) - set(with_c), key=lambda m: err[(n, m)]) for n in sizes}
+    over_plain = [_gain(main, n, "baseline", "C") for n in sizes]
+    over_other = [_gain(main, n, best_other[n], best_c[n]) for n in sizes]
     return claim(
-        "Coverage gives the lowest mean reconstruction error at every N: the best mask at each "
-        "N uses coverage, and coverage alone beats the plain fit",
-        all(
-            "C" in best[n] and round(err[(n, "C")], 4) < round(err[(n, "baseline")], 4)
-            for n in sizes
-        ),
+        "Coverage gives the lowest reconstruction error at every N: the best coverage mask beats "
+        "the best mask without coverage, and coverage alone beats the plain fit (one-sided 95% "
+        "lower bounds of the seed-paired error differences above 0)",
+        all(a > 0 and b > 0 for a, b in zip(over_plain, over_other)),
         sizes=sizes,
-        best_mask=[best[n] for n in sizes],
+        best_coverage_mask=[best_c[n] for n in sizes],
+        best_other_mask=[best_other[n] for n in sizes],
+        gain_over_best_other_lower_bound=[round(g, 4) for g in over_other],
+        gain_over_plain_lower_bound=[round(g, 4) for g in over_plain],
         err_coverage=[round(err[(n, "C")], 4) for n in sizes],
         err_baseline=[round(err[(n, "baseline")], 4) for n in sizes],
     )
 
 
 def claim_coverage_raises_sr(rows: Sequence[RunRow], cfg: Any) -> Claim:
-    """Coverage alone has a higher mean specialisation ratio than the plain fit at every N."""
+    """Coverage alone raises the specialisation ratio over the plain fit at every N."""
     main = main_rows(rows, cfg)
     sizes = sorted({r.size for r in main})
+    gain = [_gain(main, n, "C", "baseline", "sr") for n in sizes]
     sr = {m: [round(_mean(_group(main, n, m), "sr"), 3) for n in sizes] for m in ("baseline", "C")}
     return claim(
-        "Coverage raises the specialisation ratio over the plain fit at every N",
-        all(a > b for a, b in zip(sr["C"], sr["baseline"])),
+        "Coverage raises the specialisation ratio over the plain fit at every N (one-sided 95% "
+        "lower bound of the seed-paired difference above 0)",
+        all(g > 0 for g in gain),
         sizes=sizes,
+        sr_gain_lower_bound=[round(g, 3) for g in gain],
         sr_coverage=sr["C"],
         sr_baseline=sr["baseline"],
     )
 
 
 def claim_overlap_harmful(rows: Sequence[RunRow], cfg: Any) -> Claim:
-    """Adding the overlap loss to any mask raises the mean error, at every N."""
+    """Adding the overlap loss to any mask raises the error, at every N."""
     main = main_rows(rows, cfg)
     sizes = sorted({r.size for r in main})
-    harm = [
-        _mean(_group(main, n, o), "err") > _mean(_group(main, n, b), "err")
-        for n in sizes
-        for o, b in OVERLAP_PAIRS
-    ]
+    harm = [_gain(main, n, o, b) > 0 for n in sizes for o, b in OVERLAP_PAIRS]
     return claim(
-        "Overlap is harmful: adding the overlap loss to any mask raises the mean error, at every N",
+        "Overlap is harmful: adding the overlap loss to any mask raises the error, at every N "
+        "(one-sided 95% lower bound of the seed-paired error increase above 0)",
         all(harm),
         share_of_comparisons_harmed=sum(harm) / len(harm),
         comparisons=len(harm),
@@ -147,41 +167,78 @@ def claim_overlap_harmful(rows: Sequence[RunRow], cfg: Any) -> Claim:
     )
 
 
+def _per_seed(
+    rows: Sequence[RunRow], overlap: bool, value: Callable[[RunRow], float]
+) -> list[float]:
+    """Mean of ``value`` over the overlap (or the other) masks, per (N, seed), in key order."""
+    keys = sorted({(r.size, r.seed) for r in rows})
+    return [
+        float(
+            np.mean(
+                [value(r) for r in rows if (r.size, r.seed) == k and ("O" in r.mask) == overlap]
+            )
+        )
+        for k in keys
+    ]
+
+
 def claim_harm_not_fit_failure(rows: Sequence[RunRow], cfg: Any) -> Claim:
     """Overlap runs fit as well as the rest but push more prototypes outside the hull."""
-    table = summary(main_rows(rows, cfg))
-    on = [r for r in table if "O" in r["mask"]]
-    off = [r for r in table if "O" not in r["mask"]]
-    fit_on = float(np.median([r["fit_mse_median"] for r in on]))
-    fit_off = float(np.median([r["fit_mse_median"] for r in off]))
-    hull_on = float(np.mean([r["outside_hull_mean"] for r in on]))
-    hull_off = float(np.mean([r["outside_hull_mean"] for r in off]))
+    main = main_rows(rows, cfg)
+    fit_on = float(np.median([r.fit_mse for r in main if "O" in r.mask]))
+    fit_off = float(np.median([r.fit_mse for r in main if "O" not in r.mask]))
+    on = _per_seed(main, True, lambda r: r.outside_hull)
+    off = _per_seed(main, False, lambda r: r.outside_hull)
+    hull_gain = difference_lower_bound(on, off, LEVEL)
+    log_on = _per_seed(main, True, lambda r: float(np.log(max(r.fit_mse, 1e-30))))
+    log_off = _per_seed(main, False, lambda r: float(np.log(max(r.fit_mse, 1e-30))))
+    fit_ratio_upper = float(np.exp(-difference_lower_bound(log_off, log_on, LEVEL)))
+    fits = fit_ratio_upper <= 2.0 or max(fit_on, fit_off) < 1e-4
     return claim(
         "The harm is not a fitting failure: overlap-active runs fit the targets as well as the "
-        "rest (median fit MSE within 2x, or both below 1e-4) while pushing more prototypes "
-        "outside the data's hull",
-        (fit_on <= 2 * fit_off or max(fit_on, fit_off) < 1e-4) and hull_on > hull_off,
+        "rest (geometric-mean fit MSE ratio within 2x at 95% confidence, or both medians below "
+        "1e-4) while pushing more prototypes outside the data's hull (one-sided 95% lower bound "
+        "of the (N, seed)-paired difference above 0)",
+        fits and hull_gain > 0,
         fit_mse_overlap=fit_on,
         fit_mse_other=fit_off,
-        outside_hull_overlap=hull_on,
-        outside_hull_other=hull_off,
+        fit_ratio_upper_bound=fit_ratio_upper,
+        outside_hull_overlap=float(np.mean(on)),
+        outside_hull_other=float(np.mean(off)),
+        outside_hull_gain_lower_bound=hull_gain,
     )
 
 
 def claim_separation_large_tau(rows: Sequence[RunRow], cfg: Any) -> Claim:
     """The separation-only hull escape grows with tau and starts near the plain fit's."""
-    sweep = summary(sweep_rows(rows))
+    sweep = sweep_rows(rows)
     main = main_rows(rows, cfg)
-    taus = [r["tau"] for r in sweep]
-    hull = [round(r["outside_hull_mean"], 3) for r in sweep]
-    base_hull = _mean(_group(main, max(r.size for r in main), "baseline"), "outside_hull")
+    n = max(r.size for r in main)
+    taus = sorted({r.tau for r in sweep})
+    hull = [round(_mean([r for r in sweep if r.tau == t], "outside_hull"), 3) for t in taus]
+    base_hull = _by_seed(main, n, "baseline", "outside_hull")
+    text = (
+        "Separation alone expels prototypes only at large tau: the hull-escape share grows from "
+        "the smallest to the largest tau (one-sided 95% lower bound of the seed-paired increase "
+        "above 0) and stays within 0.05 of the plain fit's at the smallest tau (one-sided 95% "
+        "upper bound)"
+    )
+    if len(taus) < 2:
+        return not_tested(text, "the temperature sweep has fewer than two values", tau=taus)
+    by_tau = {
+        t: np.array([r.outside_hull for r in sorted(sweep, key=lambda r: r.seed) if r.tau == t])
+        for t in (taus[0], taus[-1])
+    }
+    grows = difference_lower_bound(by_tau[taus[-1]], by_tau[taus[0]], LEVEL)
+    above_plain = -difference_lower_bound(base_hull, by_tau[taus[0]], LEVEL)
     return claim(
-        "Separation alone expels prototypes only at large tau: the hull-escape share grows with "
-        "tau and stays near the plain fit's at the smallest tau",
-        len(sweep) >= 2 and hull[-1] > hull[0] and hull[0] <= base_hull + 0.05,
+        text,
+        grows > 0 and above_plain <= 0.05,
         tau=taus,
         outside_hull=hull,
-        baseline_outside_hull=round(base_hull, 3),
+        baseline_outside_hull=round(float(base_hull.mean()), 3),
+        increase_lower_bound=round(grows, 3),
+        excess_over_plain_upper_bound=round(above_plain, 3),
     )
 
 
