@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from trainleak.attacks.informed import PosteriorMeanAttack
 from trainleak.bounds.dpsgd import Schedule
 from trainleak.bounds.reference import leakage_success_bound
 from trainleak.data import load_digits
@@ -28,7 +29,15 @@ from trainleak.experiments.dpsgd_bound_claims import (
     claim_tighter_than_hayes_success,
     claim_tightness,
 )
-from trainleak.experiments.dpsgd_distortion_bound import DPSGDBoundConfig, Setting, measure
+from trainleak.experiments.dpsgd_distortion_bound import (
+    DPSGDBoundConfig,
+    Setting,
+    attack_target,
+    measure,
+)
+from trainleak.models.registry import model_spec
+from trainleak.releases.base import Knowledge
+from trainleak.training.dp import DPSGDConfig, train_dpsgd
 
 PV = 0.07
 
@@ -186,3 +195,25 @@ def test_validity_check_refutes_a_wrong_bound_on_the_same_measurement(
     # a success bound at chance (no leakage) is refuted by the identification rate
     at_chance = dataclasses.replace(row, hayes_success=1 / 20, hayes_success_se=0.0)
     assert not claim_hayes_success_valid([at_chance], None).holds
+
+
+def test_population_attack_is_the_posterior_mean_over_the_other_candidates() -> None:
+    """The population-setting attack never sees the target: it equals the prior-aware attack
+    run on the pool with the target removed (a public sample of the population)."""
+    ds = load_digits()
+    others, pool = ds.subset(list(range(30))), ds.subset(list(range(100, 120)))
+    cfg = DPSGDBoundConfig(features=False, map_targets=0)
+    setting = Setting("concentrating", 0.0, Schedule.constant(0.5, 1.5, 10))
+    out = attack_target(cfg, setting, others, pool, 3, 7, None, False)
+    spec = model_spec("mlp", input_shape=(1, 8, 8), hidden=[], out_dim=10)
+    dcfg = DPSGDConfig(sampling_rate=0.5, noise_multiplier=1.5, steps=10, lr=cfg.lr, seed=7)
+    release = train_dpsgd(spec, (others.x, others.y), (pool.x[3], pool.y[3]), dcfg)
+    rest = pool.subset([i for i in range(20) if i != 3])
+    know = Knowledge(input_shape=(1, 8, 8), value_range=(0.0, 1.0), prior=rest.x,
+                     labels=rest.y, other_records=(others.x, others.y))  # fmt: skip
+    rec = PosteriorMeanAttack()(release, know)
+    err = float(((rec.inputs.double() - pool.x[3:4].double()) ** 2).mean())
+    assert out["population_posterior_mean"] == pytest.approx(err, rel=1e-5)
+    assert out["public_mean"] == pytest.approx(
+        float(((rest.x.double().mean(0) - pool.x[3].double()) ** 2).mean()), rel=1e-9
+    )
