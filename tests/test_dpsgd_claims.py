@@ -137,6 +137,8 @@ def test_tightness_uses_the_upper_limit_of_the_best_population_attack() -> None:
     res = claim_tightness([noisy], None)
     assert not res.holds and res.evidence["ratios"][0] > 2
     assert not claim_tightness([_row(epsilon=16.0)], None).holds  # nothing in [1, 8]
+    few = _row(population_posterior_mean=_errors(0.05, n=4), public_mean=_errors(0.05, n=4))
+    assert claim_tightness([few], None).evidence["ratios"] == [np.inf]  # no interval: no claim
 
 
 def test_hayes_comparisons_both_sides() -> None:

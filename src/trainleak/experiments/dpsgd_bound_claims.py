@@ -95,9 +95,11 @@ def binomial_lower(successes: int, trials: int) -> float:
     return float(stats.beta.ppf(1 - LEVEL, successes, trials - successes + 1))
 
 
-def _best(row: BoundRow, attacks: Sequence[str]) -> tuple[str, float]:
+def _best(row: BoundRow, attacks: Sequence[str]) -> tuple[str | None, float]:
     """The attack with the smallest mean error (enough targets), and its upper limit."""
     usable = [a for a in attacks if len(getattr(row, a)) >= MIN_TARGETS]
+    if not usable:
+        return None, np.inf
     name = min(usable, key=lambda a: float(np.mean(getattr(row, a))))
     return name, upper(getattr(row, name))
 
@@ -139,6 +141,8 @@ def _validity(
             if ucl < value:
                 violations.append((r.regime, r.sigma, a, ucl, value))
     evidence = {"checks": checked, "violations": violations, "informative": informative}
+    if checked == 0:
+        return not_tested(text, "no such measurement in this run (e.g. features=False)")
     if not informative and not violations:
         return not_tested(
             text, "no attack beat the constant baseline: the check cannot bite", **evidence
