@@ -50,7 +50,7 @@ def run_dataset(name: str, quick: bool) -> dict[str, Any]:
     if name == "mnist":
         overrides.update({"pool_size": 600, "n_targets": 8, "n_others": 500})
     if quick:
-        overrides.update({"epsilons": [1.0, 8.0], "n_targets": 4, "pool_size": 300,
+        overrides.update({"epsilons": [1.0, 8.0], "n_targets": 6, "pool_size": 300,
                           "validity_noise_multipliers": [1.5], "validity_targets": 60})  # fmt: skip
     start = time.perf_counter()
     res = exp.run(exp.make_config(overrides))
@@ -63,7 +63,10 @@ def run_dataset(name: str, quick: bool) -> dict[str, Any]:
         "config": res.config,
         "rows": rows,
         "validity": validity,
-        "claims": [{"text": c.text, "holds": c.holds} for c in res.claims],
+        "claims": [
+            {"text": c.text, "holds": c.holds, "not_tested": c.evidence.get("not_tested")}
+            for c in res.claims
+        ],
         "seconds": time.perf_counter() - start,
         "bound_seconds": time_bound(sample[:1000]),
     }
@@ -95,7 +98,10 @@ def markdown(results: list[dict[str, Any]], skipped: list[str], command: str) ->
         lines += _table(res["validity"], VALIDITY)
         lines.append("")
         for c in res["claims"]:
-            lines.append(f"- {'holds' if c['holds'] else 'DOES NOT HOLD'}: {c['text']}")
+            verdict = "holds" if c["holds"] else "DOES NOT HOLD"
+            if c["not_tested"]:
+                verdict = f"not tested ({c['not_tested']})"
+            lines.append(f"- {verdict}: {c['text']}")
     lines += [f"\nSkipped: {s}" for s in skipped]
     return "\n".join(lines) + "\n"
 
