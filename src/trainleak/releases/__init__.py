@@ -1,5 +1,6 @@
 """Release types (what an adversary observes) and Knowledge (what it knows besides), and the
-validated readers of a user's own release and knowledge files (:mod:`.io`, :mod:`.knowledge_file`)."""
+validated readers of a user's own release and knowledge files (:mod:`.io`,
+:mod:`.knowledge_file`)."""
 
 from trainleak.models.spec import ModelSpec, StateDict, load_state_dict
 from trainleak.releases.base import Release
