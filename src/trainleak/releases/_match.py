@@ -133,4 +133,3 @@ def _width_hint(tensors: StateDict) -> str:
         f"; the file's layers imply input size {int(weights[0].shape[1])}, hidden widths "
         f"{hidden} and {int(weights[-1].shape[0])} outputs"
     )
-
