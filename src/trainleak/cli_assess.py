@@ -87,14 +87,18 @@ def attacks_cmd(release: ReleaseOpt, knowledge: KnowledgeOpt = None) -> None:
     with _errors():
         loaded = load_release(release)
         know = complete_knowledge(loaded, as_knowledge(knowledge))
-        table = Table(title=f"attacks on {loaded.release.describe()}", title_justify="left")
-        for column in ("attack", "needs knowledge", "status", "summary"):
-            table.add_column(column, overflow="fold")
+        console = Console(highlight=False, soft_wrap=True)
+        console.print(f"attacks on {escape(loaded.release.describe())}:")
         for name, cls in matching_attacks(loaded.release).items():
             missing = missing_knowledge(cls, know)
-            status = "[green]ready[/]" if not missing else f"[yellow]missing {missing}[/]"
-            table.add_row(name, ", ".join(sorted(cls.requires)) or "-", status, cls.summary)
-        Console(highlight=False).print(table)
+            status = (
+                "[green]knowledge complete[/]"
+                if not missing
+                else f"[yellow]missing {escape(str(missing))}[/]"
+            )
+            needs = ", ".join(sorted(cls.requires)) or "nothing"
+            console.print(f"  [bold]{name}[/]  needs: {needs}  ({status})")
+            console.print(f"      [dim]{escape(cls.summary)}[/]")
 
 
 def attack_cmd(
