@@ -10,6 +10,8 @@ import pytest
 
 from trainleak.audit import write_report
 from trainleak.audit.serialize import dumps
+from trainleak.experiments.fedsgd_batch_recovery import RecoveryRow
+from trainleak.experiments.fedsgd_batch_recovery import risk_of as fedsgd_risk
 from trainleak.experiments.risk import (
     AttackFinding,
     BoundFinding,
@@ -119,3 +121,27 @@ def test_report_shows_the_card_first_and_the_plot(tmp_path: Path) -> None:
     assert doc["risk"]["gap"]["scale"] == "mse"
     only_b = write_report([b], tmp_path / "b.html").read_text()
     assert "no run has its strongest attack and its strongest bound on one scale" in only_b
+
+
+def _row(attack: str, b: int, rate: float, certified: float) -> RecoveryRow:
+    return RecoveryRow(
+        dataset="mnist", attack=attack, model="malicious", groups=3, train_steps=None, trial=0,
+        B=b, neurons=2 * b, exact_rate=rate, label_accuracy=1.0, certified_fraction=certified,
+        false_certificates=0, mean_psnr=90.0, max_error=0.0, batch_certified=False,
+        attack_s=0.1, client_s=0.01, time_ratio=10.0,
+    )  # fmt: skip
+
+
+def test_fedsgd_experiment_card_names_the_strongest_update() -> None:
+    rows = [_row("imprint", 128, 0.5, 0.0), _row("erasure-decoding-active", 64, 1.0, 1.0),
+            _row("erasure-decoding-active", 128, 0.9, 0.9)]  # fmt: skip
+    card = fedsgd_risk(rows)
+    assert card.level == "high" and card.attack is not None
+    assert card.attack.recovered == 115 and "B=128" in card.attack.attack  # 0.9 x 128 > 64
+    assert card.attack.certified == 115
+    tie = fedsgd_risk(
+        [_row("imprint", 64, 1.0, 0.0), _row("erasure-decoding-active", 64, 1.0, 1.0)]
+    )
+    assert tie.attack is not None and tie.attack.attack.startswith("erasure")  # certified wins
+    nothing = fedsgd_risk([_row("imprint", 64, 0.0, 0.0)])
+    assert nothing.level == "unproven" and nothing.bound is None
