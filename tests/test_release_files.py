@@ -3,13 +3,17 @@ with the documented error naming the file and the field."""
 
 from __future__ import annotations
 
+import functools
 import json
 import pickle
 import struct
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from safetensors.torch import save_file
 
 from release_files import SPEC, raw_safetensors, tensor_entry, weights, write_checkpoint
@@ -20,6 +24,7 @@ from trainleak.errors import (
     NonFiniteWeightsError,
     ReleaseFileError,
     SpecMismatchError,
+    TrainleakError,
     UnsafeFileError,
 )
 from trainleak.models.tensor_files import read_tensor_file, sniff
@@ -330,3 +335,34 @@ def test_knowledge_prior_with_nan_is_refused(tmp_path: Path) -> None:
     with pytest.raises(NonFiniteWeightsError) as exc:
         load_knowledge(tmp_path / "k.json")
     _err(exc, tmp_path / "prior.safetensors", "x")
+
+
+@functools.cache
+def _valid_bytes() -> bytes:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "w.safetensors"
+        tensors = {"a": torch.arange(6.0).reshape(2, 3), "b": torch.ones(4, dtype=torch.float64)}
+        save_file(tensors, str(path))
+        return path.read_bytes()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    cut=st.integers(min_value=0, max_value=200),
+    flips=st.lists(st.tuples(st.integers(0, 199), st.integers(0, 255)), max_size=4),
+)
+def test_damaged_safetensors_only_raise_documented_errors(
+    cut: int, flips: list[tuple[int, int]]
+) -> None:
+    data = bytearray(_valid_bytes()[: max(cut, 0) or None])
+    for pos, value in flips:
+        if pos < len(data):
+            data[pos] = value
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "w.safetensors"
+        path.write_bytes(bytes(data))
+        try:
+            tensors = read_tensor_file(path)
+        except TrainleakError:
+            return
+        assert set(tensors) <= {"a", "b"}  # a file that loads holds what its header says
