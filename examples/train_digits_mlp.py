@@ -39,14 +39,14 @@ HIDDEN = 1000
 INIT_SCALE = 0.03  # small initial weights: training then maximises the margin (rich regime)
 
 
-def data(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """50 odd and 50 even digits for training, 200 other digits as a public sample."""
+def data(per_class: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``per_class`` odd and even digits for training, 200 other digits as a public sample."""
     x, y = load_digits(return_X_y=True)
     x = torch.tensor(x / 16.0, dtype=torch.float32)  # pixels in [0, 1]
     y = torch.tensor(y)
     perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
-    odd = perm[(y[perm] % 2) == 1][:50]
-    even = perm[(y[perm] % 2) == 0][:50]
+    odd = perm[(y[perm] % 2) == 1][:per_class]
+    even = perm[(y[perm] % 2) == 0][:per_class]
     train = torch.cat([odd, even])
     rest = perm[~torch.isin(perm, train)][:200]
     return x[train], (y[train] % 2).float(), x[rest]
@@ -107,10 +107,11 @@ def save(model: nn.Sequential, x: torch.Tensor, y: torch.Tensor, public: torch.T
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path("runs/own-model"))
-    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--per-class", type=int, default=10, help="training digits per label")
+    parser.add_argument("--steps", type=int, default=5000)
     parser.add_argument("--lr", type=float, default=0.5)
     args = parser.parse_args()
-    x, y, public = data()
+    x, y, public = data(args.per_class)
     start = time.perf_counter()
     model = train(x, y, args.steps, args.lr)
     print(f"trained in {time.perf_counter() - start:.0f} s")

@@ -227,16 +227,26 @@ def verdict(attack: AttackFinding | None, bound: BoundFinding | None) -> tuple[L
             "Supply a reference set of the training records (--private) to score them, or "
             "inspect the candidates." + bound_text
         )
+    measured = _measured(attack)
     if bound is not None and bound.general:
         return "low", (
-            "Low measured risk: no attack recovered more than its baseline, and "
-            f"{bound.statement} (assuming {bound.assumptions or 'the release is as declared'})."
+            f"Low measured risk: {measured}, and {bound.statement} (assuming "
+            f"{bound.assumptions or 'the release is as declared'})."
         )
     return "unproven", (
-        "No attack succeeded here, but nothing proves the data safe: no bound valid for every "
-        "attack applies. The absence of a successful attack is not evidence of privacy; train "
-        "with DP-SGD and declare its schedule (dp_sgd) to get a bound."
+        f"Not shown safe: {measured}, but no bound valid for every attack applies, so nothing "
+        "proves the data safe either; a failed attack is not evidence of privacy. Training "
+        "with DP-SGD and declaring its schedule (dp_sgd) gives a bound."
     )
+
+
+def _measured(f: AttackFinding) -> str:
+    """What the strongest attack achieved, against its baseline, in a clause."""
+    how = f"{f.recovered} of {f.of}" if f.of else f"{f.recovered}"
+    text = f"{f.attack} recovered {how} training records ({f.quality_metric})"
+    if f.baseline_recovered is not None:
+        text += f", no more than a baseline given the same budget ({f.baseline_recovered})"
+    return text
 
 
 def certainty_phrase(f: AttackFinding) -> str:
