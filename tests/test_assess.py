@@ -13,6 +13,7 @@ import trainleak
 from release_files import SPEC, weights, write_checkpoint
 from release_fixtures import tiny_malicious_update
 from trainleak.attacks.gradient._common import tiny_batch
+from trainleak.attacks.gradient.dlg import DLG
 from trainleak.audit.assess import ReferenceSet, assess
 from trainleak.errors import ConfigError, NonFiniteWeightsError
 from trainleak.models import build_model, model_spec
@@ -112,3 +113,14 @@ def test_knowledge_file_path_is_accepted(tmp_path: Path) -> None:
     (tmp_path / "k.json").write_text(json.dumps({"value_range": [-1, 1]}))
     a = assess(tmp_path, tmp_path / "k.json", attacks=["kkt"], settings={"kkt": {"steps": 5}})
     assert a.run("kkt").status == "done" and a.card.level == "review"
+
+
+def test_one_attack_crashing_is_reported_and_the_others_run(monkeypatch) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise IndexError("index 7 is out of bounds")
+
+    monkeypatch.setattr(DLG, "run", broken)
+    upd, know = tiny_malicious_update(batch=4)
+    a = assess(upd, know, attacks=["dlg", "imprint"])
+    assert a.run("dlg").status == "failed" and "IndexError: index 7" in a.run("dlg").reason
+    assert a.run("imprint").status == "done" and a.card.attack is not None

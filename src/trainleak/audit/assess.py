@@ -279,8 +279,8 @@ def _run(
         rec = attack(loaded.release, knowledge, seed=seed, progress=progress)
     except (ConfigError, ShapeError, ReleaseTypeError, MissingKnowledgeError) as exc:
         return AttackRun(name, "not applicable", str(exc), settings)
-    except (RuntimeError, ValueError, ArithmeticError) as exc:
-        reason = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # one attack's failure is reported; the others still run
+        reason = f"failed with {type(exc).__name__}: {exc}"
         return AttackRun(name, "failed", reason, settings, seconds=time.perf_counter() - start)
     return AttackRun(name, "done", "", settings, rec, seconds=time.perf_counter() - start)
 

@@ -110,6 +110,9 @@ def score_against(
     same budget face the same baseline."""
     own = own_evidence(name, rec, len(ref.x))
     shape = tuple(ref.x.shape[1:])
+    if len(rec) and rec.inputs[0].numel() != ref.x[0].numel():
+        own.metrics["not scored"] = f"candidates of shape {tuple(rec.inputs.shape[1:])}"
+        return own
     cands = rec.inputs.reshape(len(rec), *shape).to(torch.float64) if len(rec) else None
     if cands is None:
         finding = AttackFinding(name, 0, 0, len(ref.x), None, "no candidates", "ground truth")
