@@ -167,7 +167,7 @@ def _index(runs: Sequence[RunView]) -> str:
         rows.append(
             f'<tr><td class="num">{i}</td><td><a href="#run-{i}">{_e(run.title)}</a></td>'
             f"<td>{_e(run.experiment)}</td><td>{_status(run.status)}</td>"
-            f'<td><span class="level lv-{_e(level)}">{_e(LEVEL_TITLES.get(level, level))}'
+            f'<td><span class="badge b-{_e(level)}">{_e(LEVEL_TITLES.get(level, level))}'
             f"</span></td><td>{_e(str(attack.get('attack', '–')))}</td>"
             f"<td>{_e(str(bound.get('name', '–')))}</td>"
             f'<td class="num">{held} / {len(run.claims)}</td>'

@@ -27,6 +27,11 @@ background:#fbfcfd}.card h3{margin:.1rem 0 .6rem;font-size:1.1rem}
 .lv-unproven,.lv-unmeasured,.lv-none{background:#f3f5f7;color:#30363d;border-left:6px solid #8c959f}
 .level{display:inline-block;font-size:.75rem;text-transform:uppercase;letter-spacing:.06em;
 padding:.05rem .45rem;border-radius:.7rem;margin-right:.5rem;background:rgba(0,0,0,.08)}
+.badge{display:inline-block;font-size:.72rem;text-transform:uppercase;letter-spacing:.05em;
+padding:.05rem .5rem;border-radius:.7rem;white-space:nowrap}
+.b-high{background:#ffebe9;color:#82071e}
+.b-review{background:#fff8c5;color:#6a4a00}.b-low{background:#dafbe1;color:#0f5323}
+.b-unproven,.b-unmeasured,.b-none{background:#eaeef2;color:#30363d}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.25rem .9rem;margin:.5rem 0 0}
 dl.facts dt{font-weight:600;color:#57606a}dl.facts dd{margin:0}
 """
