@@ -55,7 +55,9 @@ def data(per_class: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, tor
 def train(x: torch.Tensor, y: torch.Tensor, steps: int, lr: float) -> nn.Sequential:
     """Full-batch gradient descent on the logistic loss, from a small initialisation."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, HIDDEN, bias=False), nn.ReLU(), nn.Linear(HIDDEN, 1, bias=False))
+    model = nn.Sequential(
+        nn.Linear(64, HIDDEN, bias=False), nn.ReLU(), nn.Linear(HIDDEN, 1, bias=False)
+    )
     with torch.no_grad():
         for layer in (model[0], model[2]):
             layer.weight.normal_(0.0, INIT_SCALE * math.sqrt(2.0 / layer.in_features))
@@ -74,11 +76,19 @@ def train(x: torch.Tensor, y: torch.Tensor, steps: int, lr: float) -> nn.Sequent
     return model
 
 
-def save(model: nn.Sequential, x: torch.Tensor, y: torch.Tensor, public: torch.Tensor,
-         out: Path, steps: int, lr: float) -> None:  # fmt: skip
+def save(
+    model: nn.Sequential,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    public: torch.Tensor,
+    out: Path,
+    steps: int,
+    lr: float,
+) -> None:
     """The release (weights + spec), the adversary's knowledge, the reference set."""
     out.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "weights.safetensors"))
+    weights = {k: v.contiguous() for k, v in model.state_dict().items()}  # "0.weight", "2.weight"
+    save_file(weights, str(out / "weights.safetensors"))
     spec = {
         "type": "checkpoint",
         "description": "odd/even digits, 64-1000-1 ReLU network without biases, plain PyTorch",
@@ -101,7 +111,8 @@ def save(model: nn.Sequential, x: torch.Tensor, y: torch.Tensor, public: torch.T
         "prior: public.safetensors # 200 public digits (also the baseline's candidates)\n"
     )
     save_file({"x": public.reshape(-1, 1, 8, 8).contiguous()}, str(out / "public.safetensors"))
-    save_file({"x": x.reshape(-1, 1, 8, 8).contiguous(), "y": y.long()}, str(out / "private.safetensors"))
+    private = {"x": x.reshape(-1, 1, 8, 8).contiguous(), "y": y.long()}
+    save_file(private, str(out / "private.safetensors"))
 
 
 def main() -> None:
