@@ -7,14 +7,23 @@ The package is layered; imports point downwards only (``docs/architecture.md``, 
       -> data, models -> metrics -> releases -> bounds -> defenses
       -> systems | attacks   (siblings: systems produce releases, attacks consume them)
       -> scenarios -> experiments -> audit -> cli
+
+Audit your own release in one call: ``trainleak.assess("release.json", "knowledge.yaml")``
+returns an :class:`Assessment` with the risk card (:mod:`trainleak.audit.assess`).
 """
 
+from trainleak.audit.assess import Assessment, assess
 from trainleak.errors import (
     ConfigError,
     DataNotFoundError,
+    MalformedFileError,
+    MetadataError,
     MissingExtraError,
     MissingKnowledgeError,
+    NonFiniteWeightsError,
+    ReleaseFileError,
     ReleaseTypeError,
+    SpecMismatchError,
     TrainleakError,
     UnsafeFileError,
 )
@@ -22,12 +31,19 @@ from trainleak.errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "Assessment",
     "ConfigError",
     "DataNotFoundError",
+    "MalformedFileError",
+    "MetadataError",
     "MissingExtraError",
     "MissingKnowledgeError",
+    "NonFiniteWeightsError",
+    "ReleaseFileError",
     "ReleaseTypeError",
+    "SpecMismatchError",
     "TrainleakError",
     "UnsafeFileError",
     "__version__",
+    "assess",
 ]

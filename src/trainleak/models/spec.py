@@ -12,13 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
 
 from trainleak.errors import UnsafeFileError
+from trainleak.models.tensor_files import read_tensor_file, sniff
 
 StateDict = dict[str, torch.Tensor]
-
-_PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib", ".npy", ".npz"}
 
 
 @dataclass(frozen=True)
@@ -37,34 +35,20 @@ class ModelSpec:
 def load_state_dict(path: str | Path) -> StateDict:
     """Load a state dict from safetensors, or from a torch file with ``weights_only=True``.
 
-    Arbitrary pickles are refused: unpickling runs code chosen by whoever wrote the file.
+    The format is recognised by the file's content (:func:`~trainleak.models.tensor_files.sniff`);
+    arbitrary pickles are refused: unpickling runs code chosen by whoever wrote the file.
 
     Raises:
         FileNotFoundError: the file does not exist.
         UnsafeFileError: the file is a pickle, or a torch file whose contents need unpickling.
+        MalformedFileError: a damaged or lying file (see :func:`read_tensor_file`).
     """
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"weights file {p} does not exist")
-    if p.suffix == ".safetensors":
-        return dict(load_file(str(p)))
-    refuse_pickle(p)
-    try:
-        obj = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises UnpicklingError subclasses and RuntimeError
-        raise UnsafeFileError(
-            f"refusing to load {p}: it holds objects other than tensors, and loading them would "
-            f"unpickle arbitrary code ({type(exc).__name__}); re-save it as safetensors"
-        ) from exc
-    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
-        raise UnsafeFileError(f"{p} does not hold a flat state dict of tensors")
-    return dict(obj)
+    return read_tensor_file(path, finite=False)
 
 
 def refuse_pickle(p: Path) -> None:
-    with p.open("rb") as fh:
-        head = fh.read(2)
-    if p.suffix in _PICKLE_SUFFIXES or head[:1] == b"\x80":
+    """Raise :class:`UnsafeFileError` when ``p`` is a pickle (a safetensors file never is)."""
+    if sniff(p) == "pickle":
         raise UnsafeFileError(
             f"refusing to load {p}: it is a Python pickle, and unpickling can run arbitrary code; "
             "save weights with safetensors (or torch.save of a plain state dict, which trainleak "
