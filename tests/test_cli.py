@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -144,8 +144,8 @@ def test_audit_runs_grid_and_skips_done_points(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "'steps'" in res.stderr
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="ray is installed")
-def test_audit_ray_backend_without_ray(tmp_path: Path) -> None:
+def test_audit_ray_backend_without_ray(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if not installed
     grid = tmp_path / "grid.yaml"
     grid.write_text(f"experiment: {NAME}\n")
     res = runner.invoke(cli.app, ["audit", str(grid), "--backend", "ray"])

@@ -63,3 +63,7 @@ def import_extra(module: str, extra: str, purpose: str) -> Any:
 
 class ShapeError(TrainleakError, ValueError):
     """A tensor does not have the shape the operation needs."""
+
+
+class StoreError(TrainleakError, ValueError):
+    """A result store cannot be used: not a trainleak store, a newer schema, or read-only."""

@@ -207,6 +207,7 @@ def _figure(rows: list[dict[str, Any]]) -> Figure:
     "dpsgd-distortion-bound",
     "DP-SGD rate-distortion lower bound vs informed attacks and reference bounds (seed 2)",
     DPSGDBoundConfig,
+    requires={"opacus": "dp"},
 )
 def run(config: DPSGDBoundConfig, progress: Progress | None = None) -> Result:
     """Bound, reference bounds and attacks against epsilon; see the module docstring."""
