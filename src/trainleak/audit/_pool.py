@@ -28,6 +28,8 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
+from trainleak.audit.runner import execute
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -54,8 +56,6 @@ def run_task(task: tuple[str, dict[str, Any], str, int]) -> tuple[str, Any]:
     ``task`` is ``(experiment, overrides, folder, run_id)``; the document keeps only what the
     store records (metrics, claims, artifacts).
     """
-    from trainleak.audit.runner import execute  # the worker imports the runner only when used
-
     name, overrides, folder, run_id = task
     try:
         _, doc = execute(name, overrides, Path(folder), run_id)

@@ -14,14 +14,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from trainleak.audit._dispatch import Dispatch, GridJob, GridOutcome, module_of, task
 from trainleak.audit._pool import run_task
 from trainleak.audit._signals import interrupt_reason
 from trainleak.errors import import_extra
-
-if TYPE_CHECKING:
-    from trainleak.audit.grid import GridJob, GridOutcome, _Dispatch
 
 
 def _ray_task(modules: Sequence[str], task: tuple[str, dict[str, Any], str, int]) -> Any:
@@ -32,9 +30,8 @@ def _ray_task(modules: Sequence[str], task: tuple[str, dict[str, Any], str, int]
 
 
 def _package_root() -> str:
-    import trainleak
-
-    return str(Path(trainleak.__file__).resolve().parents[1])
+    """The folder that holds the ``trainleak`` package (``src/`` in a checkout)."""
+    return str(Path(__file__).resolve().parents[2])
 
 
 def _init(ray: Any, address: str | None) -> None:
@@ -54,15 +51,13 @@ def _init(ray: Any, address: str | None) -> None:
 
 
 def run_on_ray(
-    runner: _Dispatch, jobs: Sequence[GridJob], workers: int | None, address: str | None
+    runner: Dispatch, jobs: Sequence[GridJob], workers: int | None, address: str | None
 ) -> list[GridOutcome]:
     """Run ``jobs`` as Ray tasks, at most ``workers`` (default: the cluster's CPUs) at a time."""
-    from trainleak.audit.grid import GridOutcome, _module_of, _task
-
     ray = import_extra("ray", "distributed", "the ray backend")
     _init(ray, address)
     limit = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    modules = sorted({_module_of(j.experiment) for j in jobs})
+    modules = sorted({module_of(j.experiment) for j in jobs})
     remote = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
     pending, outcomes = list(reversed(jobs)), []
     inflight: dict[Any, tuple[GridJob, int, Path]] = {}
@@ -74,7 +69,7 @@ def run_on_ray(
                 if isinstance(claimed, GridOutcome):
                     outcomes.append(claimed)
                     continue
-                inflight[remote.remote(modules, _task(job, *claimed))] = (job, *claimed)
+                inflight[remote.remote(modules, task(job, *claimed))] = (job, *claimed)
             if not inflight:
                 continue
             ready, _ = ray.wait(list(inflight), num_returns=1)

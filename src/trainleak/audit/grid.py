@@ -20,19 +20,25 @@ every Ray node can write).
 from __future__ import annotations
 
 import itertools
-import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
+from trainleak.audit._dispatch import (
+    Counter,
+    Dispatch,
+    GridJob,
+    GridOutcome,
+    module_of,
+    task,
+)
 from trainleak.audit._owner import Heartbeat
 from trainleak.audit._pool import WorkerPool, exit_text
 from trainleak.audit._ray import run_on_ray
-from trainleak.audit._signals import RunInterrupted, interrupt_reason, signals_raise
-from trainleak.audit.runner import STORE_FILE, claim_folder, execute
+from trainleak.audit._signals import interrupt_reason, signals_raise
+from trainleak.audit.runner import STORE_FILE
 from trainleak.audit.store import ResultStore, config_hash
 from trainleak.errors import ConfigError, DataNotFoundError, import_extra
 from trainleak.experiments import get_experiment
@@ -40,36 +46,6 @@ from trainleak.progress import Progress
 from trainleak.validation import check_choice
 
 Backend = Literal["local", "ray"]
-
-
-@dataclass(frozen=True)
-class GridJob:
-    """One point of a grid: the experiment, its overrides and where it runs."""
-
-    experiment: str
-    overrides: dict[str, Any]
-    config_hash: str
-    out_dir: Path
-
-
-Status = Literal["done", "skipped", "busy", "failed", "interrupted"]
-
-
-@dataclass(frozen=True)
-class GridOutcome:
-    """What happened to one point.
-
-    ``status`` is ``done``, ``skipped`` (already done before), ``busy`` (another audit runs it
-    now), ``failed`` (``error`` holds the traceback) or ``interrupted`` (its worker died or a
-    signal stopped it). ``run_id`` and ``out_dir`` name the run and its own folder, when this
-    call ran it.
-    """
-
-    job: GridJob
-    status: Status
-    error: str | None = None
-    run_id: int | None = None
-    out_dir: Path | None = None
 
 
 def load_grid(path: str | Path) -> list[dict[str, Any]]:
@@ -172,8 +148,8 @@ def run_grid(
     store = ResultStore(Path(out_root) / STORE_FILE)
     todo = [j for j in jobs if store.find_done(j.experiment, j.config_hash) is None]
     outcomes = {j.config_hash: GridOutcome(j, "skipped") for j in jobs if j not in todo}
-    counter = _Counter(progress, len(todo))
-    runner = _Dispatch(store, counter)
+    counter = Counter(progress, len(todo))
+    runner = Dispatch(store, counter)
     with signals_raise(), Heartbeat(store.beat):
         if backend == "ray":
             ran = run_on_ray(runner, todo, workers, ray_address)
@@ -185,77 +161,8 @@ def run_grid(
     return [outcomes[j.config_hash] for j in jobs]
 
 
-class _Counter:
-    def __init__(self, progress: Progress | None, total: int) -> None:
-        self.progress, self.total, self.done = progress, total, 0
-        if progress is not None:
-            progress("grid", 0, total)
-
-    def tick(self) -> None:
-        self.done += 1
-        if self.progress is not None:
-            self.progress("grid", self.done, self.total)
-
-
-@dataclass
-class _Dispatch:
-    """Claims points in the store, hands them out, and records what came back."""
-
-    store: ResultStore
-    counter: _Counter
-
-    def claim(self, job: GridJob) -> tuple[int, Path] | GridOutcome:
-        """Claim ``job``: its run id and own folder, or the outcome when it is not to run."""
-        config = get_experiment(job.experiment).make_config(job.overrides).model_dump(mode="json")
-        run_id = self.store.claim(job.experiment, config)
-        if run_id is None:
-            self.counter.tick()
-            done = self.store.find_done(job.experiment, job.config_hash) is not None
-            return GridOutcome(job, "skipped" if done else "busy")
-        folder = claim_folder(job.out_dir, run_id)
-        self.store.set_out_dir(run_id, folder.resolve())
-        return run_id, folder
-
-    def settle(
-        self, job: GridJob, run_id: int, folder: Path, reply: tuple[str, Any]
-    ) -> GridOutcome:
-        """Record a worker's reply ``("done", doc)`` or ``("failed", text)``."""
-        self.counter.tick()
-        kind, payload = reply
-        if kind == "done":
-            self.store.finish(run_id, payload)
-            return GridOutcome(job, "done", run_id=run_id, out_dir=folder)
-        self.store.fail(run_id, str(payload))
-        return GridOutcome(job, "failed", str(payload), run_id, folder)
-
-    def interrupted(self, job: GridJob, run_id: int, folder: Path, reason: str) -> GridOutcome:
-        """Record a run whose process died or was stopped."""
-        self.counter.tick()
-        self.store.interrupt(run_id, reason)
-        return GridOutcome(job, "interrupted", reason, run_id, folder)
-
-    def inline(self, job: GridJob, progress: Progress | None) -> GridOutcome:
-        """Claim and run ``job`` in this process."""
-        claimed = self.claim(job)
-        if isinstance(claimed, GridOutcome):
-            return claimed
-        run_id, folder = claimed
-        try:
-            _, doc = execute(job.experiment, job.overrides, folder, run_id, progress)
-        except (KeyboardInterrupt, RunInterrupted) as exc:
-            self.interrupted(job, run_id, folder, interrupt_reason(exc))
-            raise
-        except Exception:
-            return self.settle(job, run_id, folder, ("failed", traceback.format_exc()))
-        return self.settle(job, run_id, folder, ("done", doc))
-
-
-def _task(job: GridJob, run_id: int, folder: Path) -> tuple[str, dict[str, Any], str, int]:
-    return job.experiment, dict(job.overrides), str(folder), run_id
-
-
-def _run_pool(runner: _Dispatch, jobs: Sequence[GridJob], workers: int) -> list[GridOutcome]:
-    pool = WorkerPool(min(workers, len(jobs)), sorted({_module_of(j.experiment) for j in jobs}))
+def _run_pool(runner: Dispatch, jobs: Sequence[GridJob], workers: int) -> list[GridOutcome]:
+    pool = WorkerPool(min(workers, len(jobs)), sorted({module_of(j.experiment) for j in jobs}))
     pending, outcomes = list(reversed(jobs)), []
     try:
         while pending or pool.busy():
@@ -266,7 +173,7 @@ def _run_pool(runner: _Dispatch, jobs: Sequence[GridJob], workers: int) -> list[
                     if isinstance(claimed, GridOutcome):
                         outcomes.append(claimed)
                         continue
-                    pool.submit(worker, (job, *claimed), _task(job, *claimed))
+                    pool.submit(worker, (job, *claimed), task(job, *claimed))
                     break
             for worker, (job, run_id, folder), reply in pool.wait():
                 if reply is None:
@@ -284,10 +191,6 @@ def _run_pool(runner: _Dispatch, jobs: Sequence[GridJob], workers: int) -> list[
         raise
     pool.close()
     return outcomes
-
-
-def _module_of(name: str) -> str:
-    return get_experiment(name).run_fn.__module__
 
 
 def _import_ray() -> Any:
