@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_helpers import NAME
 
+from fault_helpers import NAME
 from trainleak.audit import ResultStore, claim_folder, record_run, write_report
 from trainleak.audit._owner import Heartbeat, Owner, pid_alive, process_start
 from trainleak.audit._schema import APPLICATION_ID
@@ -75,7 +75,12 @@ def test_run_of_a_dead_owner_is_interrupted_never_running(tmp_path: Path) -> Non
     _set_owner(path, elsewhere, "some-other-host", 1, "", now)  # fresh heartbeat: alive
     before = path.read_bytes()
     view = {r.id: r.status for r in ResultStore(path, readonly=True).rows()}
-    assert view == {mine: "running", dead: "interrupted", stale: "interrupted", elsewhere: "running"}
+    assert view == {
+        mine: "running",
+        dead: "interrupted",
+        stale: "interrupted",
+        elsewhere: "running",
+    }
     assert path.read_bytes() == before  # the read-only view changed nothing
     assert sorted(ResultStore(path).reap()) == []  # opening for writing already reaped them
     rows = {r.id: r for r in ResultStore(path).rows()}
@@ -128,14 +133,15 @@ def test_claim_refuses_done_and_live_points_and_retakes_dead_ones(tmp_path: Path
     assert second is not None and second != first
     store.finish(second, {"metrics": {}, "claims": [], "artifacts": {}})
     assert store.claim("exp", {"p": 1}) is None  # done
-    with pytest.raises(sqlite3.IntegrityError):  # the index itself forbids a second claim
-        with sqlite3.connect(path) as con:
-            con.execute(
-                "INSERT INTO runs (experiment, config_json, config_hash, status, started, point)"
-                " SELECT experiment, config_json, config_hash, 'running', started, 1 FROM runs"
-                " WHERE id = ?",
-                (second,),
-            )
+    con = sqlite3.connect(path)
+    with pytest.raises(sqlite3.IntegrityError), con:  # the index itself forbids a second claim
+        con.execute(
+            "INSERT INTO runs (experiment, config_json, config_hash, status, started, point)"
+            " SELECT experiment, config_json, config_hash, 'running', started, 1 FROM runs"
+            " WHERE id = ?",
+            (second,),
+        )
+    con.close()
     statuses = [r.status for r in store.rows()]
     assert statuses == ["interrupted", "done"]
 
@@ -239,8 +245,8 @@ def test_second_run_with_the_same_out_keeps_the_first(tmp_path: Path) -> None:
     assert [Path(r.out_dir or "") for r in rows] == [out.resolve(), two.out_dir.resolve()]
     page = write_report([store], tmp_path / "r.html").read_text()
     run1, run2 = page.split('<h2 id="run-1">')
-    assert "<td>value</td><td class=\"num\">1</td>" in run1
-    assert "<td>value</td><td class=\"num\">2</td>" in run2
+    assert '<td>value</td><td class="num">1</td>' in run1
+    assert '<td>value</td><td class="num">2</td>' in run2
 
 
 def test_report_never_shows_another_runs_files(tmp_path: Path) -> None:

@@ -103,6 +103,7 @@ class WorkerPool:
         self.size = size
         self.workers: list[Worker] = []
         self.dead: list[Worker] = []
+        self.finished = 0
 
     def _spawn(self) -> Worker:
         parent, child = self._ctx.Pipe()
@@ -128,10 +129,23 @@ class WorkerPool:
         """Workers holding a job."""
         return [w for w in self.workers if w.job is not None]
 
-    def submit(self, worker: Worker, job: Any, task: tuple[str, dict[str, Any], str, int]) -> None:
-        """Hand ``task`` to idle ``worker``; ``job`` is the caller's handle for it."""
+    def submit(self, worker: Worker, job: Any, task: tuple[str, dict[str, Any], str, int]) -> bool:
+        """Hand ``task`` to idle ``worker``; ``job`` is the caller's handle for it.
+
+        Returns:
+            False when the worker had died (it is dropped; :meth:`idle` starts another).
+
+        Raises:
+            RuntimeError: workers keep dying before they finish a single job (for example an
+                experiment module that fails to import in a fresh process).
+        """
+        try:
+            worker.conn.send(task)
+        except OSError:
+            self._bury(worker)
+            return False
         worker.job = job
-        worker.conn.send(task)
+        return True
 
     def wait(self) -> list[tuple[Worker, Any, tuple[str, Any] | None]]:
         """Block until a busy worker reports or dies.
@@ -155,9 +169,11 @@ class WorkerPool:
             if reply is None and w.conn not in ready and w.process.sentinel not in ready:
                 continue
             job, w.job = w.job, None
+            events.append((w, job, reply))
             if reply is None:
                 self._bury(w)
-            events.append((w, job, reply))
+            else:
+                self.finished += 1
         return events
 
     def _bury(self, dead: Worker) -> None:
@@ -166,6 +182,11 @@ class WorkerPool:
         dead.conn.close()
         self.workers.remove(dead)
         self.dead.append(dead)
+        if len(self.dead) > 3 * self.size + self.finished:
+            raise RuntimeError(
+                f"{len(self.dead)} audit worker processes died after only {self.finished} "
+                f"finished jobs (the last {exit_text(dead.process.exitcode)}); giving up"
+            )
 
     def close(self, *, kill: bool = False) -> None:
         """Stop every worker: ask politely, or (``kill``) SIGKILL them; then reap them."""

@@ -161,20 +161,34 @@ def run_grid(
     return [outcomes[j.config_hash] for j in jobs]
 
 
+Claimed = tuple[GridJob, int, Path]
+
+
+def _next(runner: Dispatch, pending: list[GridJob], outcomes: list[GridOutcome]) -> Claimed | None:
+    """Claim the next pending point that is neither done nor running elsewhere."""
+    while pending:
+        job = pending.pop()
+        claimed = runner.claim(job)
+        if not isinstance(claimed, GridOutcome):
+            return (job, *claimed)
+        outcomes.append(claimed)
+    return None
+
+
 def _run_pool(runner: Dispatch, jobs: Sequence[GridJob], workers: int) -> list[GridOutcome]:
+    """Run ``jobs`` on local worker processes, claiming each point just before it starts.
+
+    A point whose worker died before receiving it keeps its claim and goes to the next worker;
+    a point whose worker died while running it is recorded as interrupted.
+    """
     pool = WorkerPool(min(workers, len(jobs)), sorted({module_of(j.experiment) for j in jobs}))
-    pending, outcomes = list(reversed(jobs)), []
+    pending, ready, outcomes = list(reversed(jobs)), list[Claimed](), list[GridOutcome]()
     try:
-        while pending or pool.busy():
-            for worker in pool.idle() if pending else []:
-                while pending:
-                    job = pending.pop()
-                    claimed = runner.claim(job)
-                    if isinstance(claimed, GridOutcome):
-                        outcomes.append(claimed)
-                        continue
-                    pool.submit(worker, (job, *claimed), task(job, *claimed))
-                    break
+        while pending or ready or pool.busy():
+            for worker in pool.idle() if pending or ready else []:
+                item = ready.pop() if ready else _next(runner, pending, outcomes)
+                if item is not None and not pool.submit(worker, item, task(*item)):
+                    ready.append(item)  # that worker had died: the next one takes it
             for worker, (job, run_id, folder), reply in pool.wait():
                 if reply is None:
                     why = f"worker process {worker.process.pid} " + exit_text(
@@ -185,8 +199,7 @@ def _run_pool(runner: Dispatch, jobs: Sequence[GridJob], workers: int) -> list[G
                     outcomes.append(runner.settle(job, run_id, folder, reply))
     except BaseException as exc:  # a signal or Ctrl-C: stop the workers, record their runs
         pool.close(kill=True)
-        for w in pool.busy():
-            job, run_id, folder = w.job
+        for job, run_id, folder in [w.job for w in pool.busy()] + ready:
             runner.interrupted(job, run_id, folder, interrupt_reason(exc))
         raise
     pool.close()
