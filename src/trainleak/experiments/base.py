@@ -199,9 +199,12 @@ def registered_experiments() -> dict[str, Experiment]:
 def parse_config(config_type: type[C], values: dict[str, Any]) -> C:
     """Validate ``values``; a :class:`ConfigError` names the field, expectation and value."""
     try:
-        return config_type.model_validate(values)
+        config = config_type.model_validate(values)
     except ValidationError as exc:
         err = exc.errors()[0]
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, ConfigError):  # raised by a model validator: already clear
+            raise cause from None
         loc = ".".join(str(p) for p in err["loc"]) or "config"
         if err["type"] == "extra_forbidden":
             fields = sorted(config_type.model_fields)
@@ -209,3 +212,16 @@ def parse_config(config_type: type[C], values: dict[str, Any]) -> C:
                 f"unknown config field {loc!r} for {config_type.__name__}; known fields: {fields}"
             ) from None
         raise ConfigError.invalid(loc, err["msg"].lower(), err.get("input")) from None
+    _check_sweeps(config)
+    return config
+
+
+def _check_sweeps(config: ExperimentConfig) -> None:
+    """Refuse an empty list: every list of an experiment config is a sweep (or a set of cases)
+    and one without values measures nothing. A field may opt out with
+    ``Field(..., json_schema_extra={"empty_ok": True})`` (e.g. the hidden widths of a model)."""
+    for name, info in type(config).model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        value = getattr(config, name)
+        if isinstance(value, list) and not value and not extra.get("empty_ok"):
+            raise ConfigError.invalid(name, "a non-empty list (a sweep needs a value)", value)
