@@ -63,7 +63,8 @@ def test_empty_sweeps_are_config_errors_in_every_experiment() -> None:
         defaults = exp.make_config({})  # the defaults themselves are valid
         for field, info in type(defaults).model_fields.items():
             extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-            if isinstance(getattr(defaults, field), list) and not extra.get("empty_ok"):
+            default = getattr(defaults, field)
+            if isinstance(default, list) and default and not extra.get("empty_ok"):
                 with pytest.raises(ConfigError, match=f"'{field}'"):
                     exp.make_config({field: []})
 

@@ -125,7 +125,7 @@ def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
             raise ConfigError.invalid("--set", "key=value", pair)
         try:
             value = yaml.safe_load(raw)
-        except yaml.YAMLError:
+        except (yaml.YAMLError, ValueError, RecursionError):  # ValueError: e.g. a bad date
             raise ConfigError.invalid(
                 key, "a YAML value (number, true/false, list, text)", raw
             ) from None

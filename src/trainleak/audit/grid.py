@@ -54,8 +54,10 @@ def load_grid(path: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise DataNotFoundError(f"grid file {str(path)!r} does not exist")
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
+        doc = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"grid file {str(path)!r} is not UTF-8 text: {exc}") from None
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:  # ValueError: a bad date
         raise ConfigError(f"grid file {str(path)!r} is not valid YAML: {exc}") from None
     specs = doc if isinstance(doc, list) else [doc]
     for spec in specs:

@@ -217,11 +217,13 @@ def parse_config(config_type: type[C], values: dict[str, Any]) -> C:
 
 
 def _check_sweeps(config: ExperimentConfig) -> None:
-    """Refuse an empty list: every list of an experiment config is a sweep (or a set of cases)
-    and one without values measures nothing. A field may opt out with
+    """Refuse to empty a sweep: a list field whose default has values (a sweep, or a set of
+    cases) measures nothing when empty. A field may opt out with
     ``Field(..., json_schema_extra={"empty_ok": True})`` (e.g. the hidden widths of a model)."""
     for name, info in type(config).model_fields.items():
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         value = getattr(config, name)
         if isinstance(value, list) and not value and not extra.get("empty_ok"):
+            if not info.get_default(call_default_factory=True):
+                continue  # empty by default: not a sweep
             raise ConfigError.invalid(name, "a non-empty list (a sweep needs a value)", value)

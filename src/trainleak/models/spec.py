@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file
 
-from trainleak.errors import UnsafeFileError
+from trainleak.data import CorruptDataError
+from trainleak.errors import ConfigError, DataNotFoundError, UnsafeFileError
 
 StateDict = dict[str, torch.Tensor]
 
@@ -40,14 +42,15 @@ def load_state_dict(path: str | Path) -> StateDict:
     Arbitrary pickles are refused: unpickling runs code chosen by whoever wrote the file.
 
     Raises:
-        FileNotFoundError: the file does not exist.
+        DataNotFoundError: the file does not exist (``CorruptDataError``: a malformed
+            safetensors file).
         UnsafeFileError: the file is a pickle, or a torch file whose contents need unpickling.
     """
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"weights file {p} does not exist")
+        raise DataNotFoundError(f"weights file {p} does not exist")
     if p.suffix == ".safetensors":
-        return dict(load_file(str(p)))
+        return read_safetensors(p)
     refuse_pickle(p)
     try:
         obj = torch.load(p, map_location="cpu", weights_only=True)
@@ -59,6 +62,38 @@ def load_state_dict(path: str | Path) -> StateDict:
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise UnsafeFileError(f"{p} does not hold a flat state dict of tensors")
     return dict(obj)
+
+
+def read_safetensors(path: Path) -> StateDict:
+    """Tensors of a safetensors file; a malformed one (truncated, a header that lies about
+    offsets, shapes or dtypes, not safetensors at all) is a :class:`CorruptDataError`."""
+    try:
+        return dict(load_file(str(path)))
+    except Exception as exc:  # the parser's own error type, OSError, ValueError...
+        raise CorruptDataError(f"{path} is not a readable safetensors file: {exc}") from None
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; anything else is a :class:`CorruptDataError`."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise CorruptDataError(f"{path} is not a readable JSON file: {exc}") from None
+    if not isinstance(doc, dict):
+        raise CorruptDataError(f"{path} holds {type(doc).__name__}, expected a JSON object")
+    return doc
+
+
+def spec_from_json(value: Any, where: str) -> ModelSpec:
+    """A :class:`ModelSpec` from its JSON form ``{"kind": ..., "kwargs": {...}}``."""
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("kind"), str)
+        or not isinstance(value.get("kwargs", {}), dict)
+        or set(value) - {"kind", "kwargs"}
+    ):
+        raise ConfigError.invalid(where, '{"kind": name, "kwargs": {...}}', value)
+    return ModelSpec(value["kind"], dict(value.get("kwargs", {})))
 
 
 def refuse_pickle(p: Path) -> None:
