@@ -34,18 +34,23 @@ def _package_root() -> str:
     return str(Path(__file__).resolve().parents[2])
 
 
+def local_runtime_env() -> dict[str, Any]:
+    """The ``runtime_env`` of a local cluster: its workers import this trainleak (and modules
+    found on this process's path, such as those registering test experiments), one thread
+    each."""
+    prefixes = (sys.prefix, sys.base_prefix)
+    own = [p for p in sys.path if p and Path(p).is_dir() and not p.startswith(prefixes)]
+    paths = [_package_root(), *(str(Path(p).resolve()) for p in own)]
+    env = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+    env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
+    return {"env_vars": env}
+
+
 def _init(ray: Any, address: str | None) -> None:
     if ray.is_initialized():
         return
     if address is None and not os.environ.get("RAY_ADDRESS"):
-        # a local cluster: its workers must import this trainleak (and the experiment modules)
-        prefixes = (sys.prefix, sys.base_prefix)
-        own = [p for p in sys.path if p and Path(p).is_dir() and not p.startswith(prefixes)]
-        paths = [_package_root(), *(str(Path(p).resolve()) for p in own)]
-        ray.init(
-            include_dashboard=False,
-            runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}},
-        )
+        ray.init(include_dashboard=False, runtime_env=local_runtime_env())
     else:
         ray.init(address=address)
 
