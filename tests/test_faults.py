@@ -184,7 +184,7 @@ def kill_and_resume(tmp_path: Path, rounds: int, points: int, seed: int) -> None
 
 
 def test_audit_killed_ten_times_at_random_then_resumed(tmp_path: Path) -> None:
-    kill_and_resume(tmp_path, rounds=10, points=160, seed=17)
+    kill_and_resume(tmp_path, rounds=10, points=240, seed=17)
 
 
 @pytest.mark.slow

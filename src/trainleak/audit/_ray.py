@@ -77,7 +77,10 @@ def run_on_ray(
                 inflight[remote.remote(modules, task(job, *claimed))] = (job, *claimed)
             if not inflight:
                 continue
-            ready, _ = ray.wait(list(inflight), num_returns=1)
+            # a bounded wait: Python runs signal handlers (SIGTERM, Ctrl-C) between waits
+            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
+            if not ready:
+                continue
             job, run_id, folder = inflight.pop(ready[0])
             try:
                 reply = ray.get(ready[0])
