@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import trainleak  # noqa: E402
-from fuzz_targets import TARGETS, run_target  # noqa: E402  (tests/ is put on the path above)
+from fuzz_runner import run_target  # noqa: E402  (tests/ is put on the path above)
+from fuzz_targets import TARGETS  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 

@@ -2,9 +2,9 @@
 (:class:`~trainleak.errors.TrainleakError` subclasses) may escape.
 
 Each target is a hypothesis strategy and a function that feeds one drawn example to the
-parser. Used by ``tests/test_fuzz.py`` (a few hundred cases in the default suite) and by
-``benchmarks/fuzz.py`` (``make fuzz``: at least 10,000 cases, results in
-``benchmarks/results/fuzz.md``).
+parser; :func:`fuzz_runner.run_target` runs one. Used by ``tests/test_fuzz.py`` (a few hundred
+cases in the default suite) and by ``benchmarks/fuzz.py`` (``make fuzz``: at least 10,000
+cases, results in ``benchmarks/results/fuzz.md``).
 """
 
 from __future__ import annotations
@@ -16,13 +16,11 @@ import json
 import pickle
 import struct
 import tempfile
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import hypothesis
 import numpy as np
 import torch
 import yaml
@@ -352,51 +350,3 @@ TARGETS: dict[str, tuple[st.SearchStrategy[Any], Callable[[Any], None]]] = {
     "checkpoint folder": (checkpoint_dirs, check_checkpoint),
     "gradient-update folder": (update_dirs, check_update),
 }
-
-
-def _describe(exc: BaseException) -> str:
-    """The error's type and message, and the (shrunk) example that raised it."""
-    head = traceback.format_exception_only(type(exc), exc)[-1].strip()
-    example = next((n for n in getattr(exc, "__notes__", []) if "Failing" in n), "")
-    return f"{head}\n{example.strip()}".strip()
-
-
-@dataclass(frozen=True)
-class FuzzOutcome:
-    """What a fuzz run of one target found: cases fed, and the first failure (if any)."""
-
-    target: str
-    cases: int
-    failure: str | None
-
-
-def run_target(name: str, max_examples: int, seed: int = 0) -> FuzzOutcome:
-    """Feed ``max_examples`` drawn examples (seeded) of target ``name`` to its parser.
-
-    A failure is an exception other than a TrainleakError; hypothesis shrinks it to a small
-    example, which the failure text shows.
-    """
-    strategy, check = TARGETS[name]
-    calls = 0
-
-    @hypothesis.seed(seed)
-    @hypothesis.settings(
-        max_examples=max_examples,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(hypothesis.HealthCheck),
-        print_blob=False,
-    )
-    @hypothesis.given(strategy)
-    def fuzz(example: Any) -> None:
-        nonlocal calls
-        calls += 1
-        check(example)
-
-    try:
-        fuzz()
-    except Exception as exc:
-        found = list(exc.exceptions) if isinstance(exc, ExceptionGroup) else [exc]
-        text = "\n".join(_describe(e) for e in found)
-        return FuzzOutcome(name, calls, text)
-    return FuzzOutcome(name, calls, None)

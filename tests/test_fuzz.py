@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from fuzz_targets import TARGETS, run_target
+from fuzz_runner import run_target
+from fuzz_targets import TARGETS
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))

@@ -4,8 +4,8 @@
 into ``out_dir``:
 
 - ``result.json``: experiment, config, metrics, claims (text, holds, evidence), tables, notes,
-  artifacts, wall seconds and the run's id in the store (see :mod:`trainleak.audit.serialize`
-  for the JSON rules);
+  artifacts, wall and CPU seconds, and the run's id in the store (see
+  :mod:`trainleak.audit.serialize` for the JSON rules);
 - ``.trainleak-run``: the marker that makes the folder this run's own (:func:`claim_folder`);
 - ``images/<name>.png`` for every ``result.images`` entry (Pillow);
 - ``figures/<name>.png`` for every ``result.figures`` entry (matplotlib's ``savefig``; no
@@ -96,11 +96,12 @@ def execute(
     exp.check_extras()
     config = exp.make_config(overrides)
     config_dict = config.model_dump(mode="json")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = exp.run(config, progress)
     result.artifacts.update(write_artifacts(result, out_dir))
     result.artifacts["result"] = RESULT_FILE
     doc = result_document(result, config_dict, time.perf_counter() - start)
+    doc["cpu_seconds"] = time.process_time() - cpu  # this process's CPU time (all threads)
     doc["run_id"] = run_id
     tmp = out_dir / f".{RESULT_FILE}.tmp"
     tmp.write_text(dumps(doc, indent=2))
