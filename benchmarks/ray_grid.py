@@ -1,7 +1,7 @@
 """Benchmark: one audit grid on the Ray backend with one and with two workers.
 
 A local Ray cluster with two CPUs runs the same grid (eight points of ``deletion-reconstruction``,
-numpy only, about a second of CPU each) with at most one task in flight, then with two. The
+numpy only, two to three seconds of CPU each) with at most one task in flight, then with two. The
 Ray workers are started and warmed (trainleak imported) by a throw-away grid first, so the
 timings compare execution, not process start-up. Both runs must give identical rows. The
 load average of the machine is recorded beside the timings: on a machine whose cores other
@@ -31,8 +31,8 @@ from trainleak.audit._ray import local_runtime_env
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SETTINGS = {
-    "n_honest": 1000,
-    "trials": 100,
+    "n_honest": 2000,
+    "trials": 300,
     "lr_n": 60,
     "lr_dim": 4,
     "deletions": [0, 1, 5, 11],

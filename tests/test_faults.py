@@ -106,7 +106,9 @@ def finish(proc: subprocess.Popen[bytes], timeout: float = 120) -> tuple[int, st
 
 
 def integrity(store: Path) -> str:
-    return str(query(store, "PRAGMA integrity_check")[0][0])
+    """``PRAGMA integrity_check`` as the next writer sees the store (a journal left by a
+    killed writer is rolled back first, as any writer does)."""
+    return ResultStore(store).integrity_check()
 
 
 def running_rows(store: Path, owner: int) -> int:

@@ -282,3 +282,42 @@ def test_report_never_embeds_files_outside_the_runs_folder(tmp_path: Path) -> No
         page = write_report([source], tmp_path / "r.html").read_text()
         assert page.count("<img ") == 1 and "grid" in page  # only the run's own image
         assert base64.b64encode(secret.read_bytes()).decode() not in page
+
+
+KILLED_WRITER = """
+import os, signal, sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+con.execute("PRAGMA cache_size = 5")  # spill pages into the file before the commit
+con.execute("BEGIN IMMEDIATE")
+con.executemany(
+    "INSERT INTO runs (experiment, config_json, config_hash, status, started)"
+    " VALUES ('ghost', ?, 'h', 'running', 'now')",
+    [("x" * 200,) for _ in range(5000)],
+)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_store_of_a_writer_killed_mid_transaction_reads_and_recovers(tmp_path: Path) -> None:
+    """A writer killed inside a transaction leaves a hot journal, which a read-only reader
+    cannot roll back (SQLITE_READONLY_ROLLBACK): the report reads a recovered copy, the next
+    writer recovers the store itself."""
+    path = tmp_path / "s.sqlite"
+    store = ResultStore(path)
+    kept = store.start("exp", {"k": 1})
+    proc = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(path)])
+    assert proc.returncode == -9
+    journal = tmp_path / "s.sqlite-journal"
+    assert journal.stat().st_size > 0
+    before = (path.read_bytes(), journal.read_bytes())
+    raw = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):  # the fault itself
+        raw.execute("SELECT count(*) FROM runs").fetchall()
+    raw.close()
+    rows = ResultStore(path, readonly=True).rows()
+    assert [r.id for r in rows] == [kept]  # the killed transaction is not seen
+    assert "ghost" not in write_report([path], tmp_path / "r.html").read_text()
+    assert (path.read_bytes(), journal.read_bytes()) == before  # the reader wrote nothing
+    assert [r.id for r in ResultStore(path).rows()] == [kept]  # a writer rolls it back
+    assert not journal.exists() or journal.stat().st_size == 0
+    assert ResultStore(path).integrity_check() == "ok"

@@ -9,6 +9,8 @@ trainleak, a file that is not SQLite) is refused with :class:`~trainleak.errors.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -90,6 +92,8 @@ def schema_version(con: sqlite3.Connection, path: Path) -> int:
         app, version, tables = _pragma(con, "application_id"), _pragma(con, "user_version"), None
         tables = _tables(con)
     except sqlite3.DatabaseError as exc:
+        if getattr(exc, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
+            raise HotJournalError(str(exc)) from exc
         raise StoreError(f"{str(path)!r} is not a trainleak store: {exc}") from None
     if app == APPLICATION_ID:
         if version > VERSION:
@@ -138,27 +142,53 @@ def migrate_v1(con: sqlite3.Connection) -> None:
     con.execute("DROP TABLE runs_v1")
 
 
-def open_checked(path: Path, *, readonly: bool, timeout: float) -> tuple[sqlite3.Connection, int]:
+class HotJournalError(Exception):
+    """The last writer was killed inside a transaction: only a writer can roll it back."""
+
+
+def open_checked(
+    path: Path, *, readonly: bool, timeout: float, name: Path | None = None
+) -> tuple[sqlite3.Connection, int]:
     """Connect to ``path`` and return the connection and its schema version (0 when empty).
 
     A read-only connection never creates the file and never writes.
 
+    Args:
+        name: the store's own path, for messages (when ``path`` is a recovered copy).
+
     Raises:
         StoreError: not an SQLite file, not a trainleak store, or a newer schema.
+        HotJournalError: (read-only) the file has a hot rollback journal (see
+            :func:`recovered_copy`).
     """
+    name = name or path
     if path.exists() and not _is_sqlite(path):
-        raise StoreError(f"{str(path)!r} is not a trainleak store (not an SQLite database)")
+        raise StoreError(f"{str(name)!r} is not a trainleak store (not an SQLite database)")
     if readonly:
         if not path.is_file():
-            raise StoreError(f"no trainleak store at {str(path)!r}")
+            raise StoreError(f"no trainleak store at {str(name)!r}")
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout)
     else:
         con = sqlite3.connect(path, timeout=timeout)
     try:
-        return con, schema_version(con, path)
+        return con, schema_version(con, name)
     except BaseException:
         con.close()
         raise
+
+
+def recovered_copy(path: Path, folder: Path) -> Path:
+    """Copy a store whose last writer was killed mid-transaction, with its hot journal, into
+    ``folder`` and let SQLite roll the transaction back there; the original is left untouched
+    (the next writer that opens it rolls it back the same way)."""
+    copy = folder / path.name
+    for suffix in ("", "-journal"):
+        src = Path(f"{path}{suffix}")
+        if src.exists():
+            shutil.copyfile(src, f"{copy}{suffix}")
+    with contextlib.closing(sqlite3.connect(copy)) as con:
+        con.execute("PRAGMA quick_check").fetchall()  # the first read rolls the journal back
+    return copy
 
 
 def _is_sqlite(path: Path) -> bool:

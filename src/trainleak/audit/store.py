@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sqlite3
+import tempfile
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -91,9 +94,10 @@ class ResultStore:
     def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
         self.path, self.readonly = Path(path), readonly
         self.owner = Owner.current()
+        self._read_path = self.path  # read-only: a recovered copy after a killed writer
         if not readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        con, version = _schema.open_checked(self.path, readonly=readonly, timeout=_TIMEOUT)
+        con, version = self._open()
         try:
             if readonly and version == 0:
                 raise StoreError(f"{str(self.path)!r} is an empty database, not a trainleak store")
@@ -104,6 +108,19 @@ class ResultStore:
             con.close()
         if not readonly:
             self.reap()
+
+    def _open(self) -> tuple[sqlite3.Connection, int]:
+        try:
+            return _schema.open_checked(
+                self._read_path, readonly=self.readonly, timeout=_TIMEOUT, name=self.path
+            )
+        except _schema.HotJournalError:  # read-only, and the last writer died mid-transaction
+            folder = Path(tempfile.mkdtemp(prefix="trainleak-store-"))
+            weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+            self._read_path = _schema.recovered_copy(self.path, folder)
+            return _schema.open_checked(
+                self._read_path, readonly=True, timeout=_TIMEOUT, name=self.path
+            )
 
     def _upgrade(self, con: sqlite3.Connection) -> int:
         con.execute("BEGIN IMMEDIATE")
@@ -125,7 +142,7 @@ class ResultStore:
     @contextmanager
     def _connect(self, *, immediate: bool = False) -> Iterator[sqlite3.Connection]:
         if self.readonly:
-            con, _ = _schema.open_checked(self.path, readonly=True, timeout=_TIMEOUT)
+            con, _ = self._open()
         else:
             con = sqlite3.connect(self.path, timeout=_TIMEOUT)
         con.row_factory = sqlite3.Row
