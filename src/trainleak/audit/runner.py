@@ -60,24 +60,41 @@ def claim_folder(base: str | Path, run_id: int) -> Path:
     """Take a fresh folder for run ``run_id``: ``base`` if free, else ``base-2``, ``base-3``...
 
     A folder is taken by creating its marker file (``.trainleak-run``, holding the run id)
-    with ``O_EXCL``, which only one process can do; a folder holding a ``result.json`` of an
-    earlier trainleak is taken too. So a second run never writes into the folder of a first,
-    even when both start at once with the same ``--out``.
+    atomically (a hard link, or ``O_EXCL``), which only one process can do; a folder holding a
+    ``result.json`` of an earlier trainleak is taken too. So a second run never writes into the
+    folder of a first, even when both start at once with the same ``--out``.
     """
     base = Path(base)
+    text = json.dumps({"run_id": run_id}) + "\n"
     for k in range(1, 100_000):
         folder = base if k == 1 else base.with_name(f"{base.name}-{k}")
         folder.mkdir(parents=True, exist_ok=True)
-        if (folder / RESULT_FILE).exists():
-            continue
-        try:
-            fd = os.open(folder / MARKER_FILE, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            continue
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json.dumps({"run_id": run_id}) + "\n")
-        return folder
+        if not (folder / RESULT_FILE).exists() and _take(folder / MARKER_FILE, text):
+            return folder
     raise RuntimeError(f"no free run folder next to {base}")  # pragma: no cover
+
+
+def _take(marker: Path, text: str) -> bool:
+    """Create ``marker`` holding ``text`` unless it exists, atomically: the text is written to
+    a private file first and hard-linked into place (never an empty marker, even if the process
+    is killed); without hard links, an exclusive create."""
+    tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    try:
+        os.link(tmp, marker)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:  # a file system without hard links
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def execute(
