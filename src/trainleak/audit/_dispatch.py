@@ -49,6 +49,8 @@ class GridOutcome:
 
 
 class Counter:
+    """Reports ``progress("grid", finished, total)`` as points finish."""
+
     def __init__(self, progress: Progress | None, total: int) -> None:
         self.progress, self.total, self.done = progress, total, 0
         if progress is not None:
@@ -114,8 +116,10 @@ class Dispatch:
 
 
 def task(job: GridJob, run_id: int, folder: Path) -> tuple[str, dict[str, Any], str, int]:
+    """What a worker needs to run a claimed point: experiment, overrides, folder, run id."""
     return job.experiment, dict(job.overrides), str(folder), run_id
 
 
 def module_of(name: str) -> str:
+    """The module that registers experiment ``name`` (a fresh worker imports it first)."""
     return get_experiment(name).run_fn.__module__
