@@ -9,11 +9,13 @@ cases, results in ``benchmarks/results/fuzz.md``).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gzip
 import io
 import json
 import pickle
+import shutil
 import struct
 import tempfile
 from collections.abc import Callable
@@ -38,6 +40,7 @@ from trainleak.models import build_model, load_state_dict, model_spec
 from trainleak.releases import Checkpoint, GradientUpdate
 
 WORK = Path(tempfile.mkdtemp(prefix="trainleak-fuzz-"))
+atexit.register(shutil.rmtree, WORK, ignore_errors=True)
 EXPERIMENTS = sorted(n for n in available_experiments() if not n.startswith("_"))
 
 
