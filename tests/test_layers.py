@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "audit": 9,
     "cli": 10,
     "cli_bound": 10,
+    "cli_assess": 10,
     "__init__": 10,
 }
 # Same-rank pairs that must not meet: simulators produce releases, attacks consume them.

@@ -256,7 +256,7 @@ def test_grid_puts_best_pair_first_with_train_above_reconstruction() -> None:
     cands = x.clone()
     cands[1:] = torch.rand(5, 1, 4, 4, generator=_gen(1))  # only image 0 is reconstructed
     scores = evaluate_reconstruction(x, cands)
-    grid = reconstruction_grid(x, cands, scores, n=3, cols=3, pad=1)
+    grid = reconstruction_grid(x, cands, scores, n=3, cols=3, pad=1, labels=False)
     assert grid.dtype == np.uint8 and grid.shape == (2 * 4 + 2, 3 * 5 + 1)
     top, bottom = grid[1:5, 1:5], grid[5:9, 1:5]
     expected = np.round(minmax_normalize(x[:1]).numpy()[0, 0] * 255).astype(np.uint8)
@@ -266,11 +266,13 @@ def test_grid_puts_best_pair_first_with_train_above_reconstruction() -> None:
 
 def test_grid_handles_three_channels_and_flat_digits(digits) -> None:
     rgb = torch.rand(5, 3, 6, 6, generator=_gen())
-    g3 = reconstruction_grid(rgb, rgb, evaluate_reconstruction(rgb, rgb), n=10, cols=4)
+    g3 = reconstruction_grid(
+        rgb, rgb, evaluate_reconstruction(rgb, rgb), n=10, cols=4, labels=False
+    )
     assert g3.shape == (2 * (2 * 6 + 1) + 1, 4 * 7 + 1, 3)
     x, _ = digits
     flat = x.reshape(100, 64)
-    g1 = reconstruction_grid(flat, flat, evaluate_reconstruction(flat, flat), n=8)
+    g1 = reconstruction_grid(flat, flat, evaluate_reconstruction(flat, flat), n=8, labels=False)
     assert g1.ndim == 2 and g1.shape == (2 * 8 + 2, 8 * 9 + 1)
 
 

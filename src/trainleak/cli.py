@@ -33,6 +33,7 @@ from trainleak.audit import (
     run_grid,
     write_report,
 )
+from trainleak.cli_assess import register as register_assess
 from trainleak.cli_bound import bound_app
 from trainleak.errors import ConfigError, DataNotFoundError, TrainleakError
 from trainleak.experiments import available_experiments
@@ -45,6 +46,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(bound_app, name="bound")
+register_assess(app)  # attacks, attack, assess: audit your own release
 
 DEMO_EXPERIMENT = "kkt-reconstruction"
 RUNS_DIR = Path("runs")

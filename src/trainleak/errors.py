@@ -65,5 +65,37 @@ class ShapeError(TrainleakError, ValueError):
     """A tensor does not have the shape the operation needs."""
 
 
+class ReleaseFileError(TrainleakError, ValueError):
+    """A user-supplied release or knowledge file cannot be used; the message names the file and
+    the field (or tensor) at fault, what was expected and what was found.
+
+    Attributes:
+        file: the offending file.
+        field: the field, tensor name or header entry at fault (``""`` for the whole file).
+    """
+
+    def __init__(self, file: object, field: str, problem: str) -> None:
+        self.file, self.field = str(file), field
+        where = f"{self.file}: {field}" if field else self.file
+        super().__init__(f"{where}: {problem}")
+
+
+class MalformedFileError(ReleaseFileError):
+    """The file is not what it claims: a truncated or lying safetensors header, offsets beyond
+    the data, malformed JSON or YAML, an unrecognised format."""
+
+
+class SpecMismatchError(ReleaseFileError):
+    """The model spec does not match the tensors (names, shapes, dtypes, widths)."""
+
+
+class NonFiniteWeightsError(ReleaseFileError):
+    """A tensor holds NaN or infinite values."""
+
+
+class MetadataError(ReleaseFileError):
+    """Unknown, missing or mistyped metadata in a release spec or knowledge file."""
+
+
 class StoreError(TrainleakError, ValueError):
     """A result store cannot be used: not a trainleak store, a newer schema, or read-only."""

@@ -1,10 +1,13 @@
 """A static, self-contained HTML report of one or more runs.
 
 Sources are result folders (holding ``result.json``), folders of result folders (e.g. an audit
-output root), or an SQLite store (every row, including failed and running ones). Per run the
-page shows the status, the metrics, every table, each claim with a holds / does-not-hold mark
-and its evidence, the notes, the error text of a failed run, and the PNG images and figures
-embedded as base64, so the page can be moved or mailed alone. All text is HTML-escaped.
+output root), or an SQLite store (every row, including failed and running ones). The page opens
+with an index of every run (its verdict, strongest attack and bound) and a plot of each run's
+strongest attack against its strongest bound. Per run the page shows first its risk card
+(:mod:`trainleak.audit.report_card`), then the status, the metrics, every table, each claim
+with a holds / does-not-hold mark and its evidence, the notes, the error text of a failed run,
+and the PNG images and figures embedded as base64, so the page can be moved or mailed alone.
+All text is HTML-escaped.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from PIL import Image
 
+from trainleak.audit.report_card import CARD_CSS, LEVEL_TITLES, card_html, index_plot
 from trainleak.audit.runner import RESULT_FILE
 from trainleak.audit.store import ResultStore, RunRecord
 from trainleak.errors import DataNotFoundError
@@ -62,6 +66,7 @@ class RunView:
     images: dict[str, Path] = field(default_factory=dict)
     error: str | None = None
     seconds: float | None = None
+    risk: dict[str, Any] | None = None
 
 
 def write_report(sources: Sequence[str | Path], out_html: str | Path) -> Path:
@@ -133,6 +138,7 @@ def _from_result_dir(folder: Path, base: RunView | None = None) -> RunView:
     view.seconds = doc.get("wall_seconds")
     artifacts = doc.get("artifacts")
     view.images = _images(folder, artifacts if isinstance(artifacts, dict) else {})
+    view.risk = doc.get("risk") if isinstance(doc.get("risk"), dict) else None
     return view
 
 
@@ -183,12 +189,13 @@ def render_page(runs: Sequence[RunView]) -> str:
         "<h1>trainleak report</h1>",
         f"<p>{len(runs)} run(s).</p>",
         _index(runs),
+        index_plot([(str(i), run.risk or {}) for i, run in enumerate(runs)]),
         *(_section(i, run) for i, run in enumerate(runs)),
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         "<title>trainleak report</title>"
-        f"<style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+        f"<style>{_CSS}{CARD_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
     )
 
 
@@ -196,17 +203,29 @@ def _index(runs: Sequence[RunView]) -> str:
     rows = []
     for i, run in enumerate(runs):
         held = sum(bool(c.get("holds")) for c in run.claims)
+        risk = run.risk or {}
+        level = str(risk.get("level", "none"))
+        attack, bound = risk.get("attack") or {}, risk.get("bound") or {}
         rows.append(
-            f'<tr><td><a href="#run-{i}">{_e(run.title)}</a></td><td>{_e(run.experiment)}</td>'
-            f'<td>{_status(run.status)}</td><td class="num">{held} / {len(run.claims)}</td>'
+            f'<tr><td class="num">{i}</td><td><a href="#run-{i}">{_e(run.title)}</a></td>'
+            f"<td>{_e(run.experiment)}</td><td>{_status(run.status)}</td>"
+            f'<td><span class="badge b-{_e(level)}">{_e(LEVEL_TITLES.get(level, level))}'
+            f"</span></td><td>{_e(str(attack.get('attack', '–')))}</td>"
+            f"<td>{_e(str(bound.get('name', '–')))}</td>"
+            f'<td class="num">{held} / {len(run.claims)}</td>'
             f'<td class="num">{_e(_fmt(run.seconds))}</td></tr>'
         )
-    head = "<tr><th>run</th><th>experiment</th><th>status</th><th>claims holding</th>"
+    head = (
+        "<tr><th>#</th><th>run</th><th>experiment</th><th>status</th><th>verdict</th>"
+        "<th>strongest attack</th><th>strongest bound</th><th>claims holding</th>"
+    )
     return f"<table>{head}<th>seconds</th></tr>{''.join(rows)}</table>"
 
 
 def _section(i: int, run: RunView) -> str:
     parts = [f'<h2 id="run-{i}">{_e(run.title)} {_status(run.status)}</h2>']
+    if run.status == "done":
+        parts.append(card_html(run.risk, run.claims))
     if run.error:
         parts.append(f"<h3>Error</h3><pre>{_e(run.error)}</pre>")
     if run.claims:

@@ -209,6 +209,7 @@ def result_document(
             "notes": result.notes,
             "artifacts": result.artifacts,
             "wall_seconds": seconds,
+            "risk": result.risk,
         }
     )
 

@@ -105,6 +105,11 @@ class Schedule:
         """One phase of ``steps`` steps at fixed (q, sigma)."""
         return cls((float(sampling_rate),), (float(noise_multiplier),), (int(steps),))
 
+    @property
+    def total_steps(self) -> int:
+        """T, the number of noisy steps."""
+        return int(sum(self.steps))
+
 
 def _mixture_kl_integrand(x: float, q: float, a: float) -> float:
     # E_Q[r log r] with r(x) = (1 - q) + q exp(a x - a^2 / 2), Q = N(0, 1)

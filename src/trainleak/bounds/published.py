@@ -153,3 +153,52 @@ def hayes_mse_bound(
         components={"pool_size": n, "gamma_at_chance": float(rero.success(1.0 / n)[0, 0])},
         assumptions="target uniform over the pool; informed adversary (Hayes et al. 2023)",
     )
+
+
+def _binary_kl(p: float, k: float) -> float:
+    """kl(p || k) between Bernoulli(p) and Bernoulli(k), in nats (0 log 0 = 0)."""
+    out = p * math.log(p / k) if p > 0 else 0.0
+    return out + ((1 - p) * math.log((1 - p) / (1 - k)) if p < 1 else 0.0)
+
+
+def leakage_success_bound(leakage: float, n_candidates: int, tol: float = 1e-12) -> BoundResult:
+    """Upper bound on identifying the target among N equally likely candidates, from leakage.
+
+    Trainleak's leakage bound L >= I(Z; view) in Hayes et al.'s units: for Z uniform over N
+    candidates and any estimate Z_hat, the event {Z_hat = Z} has probability P_s under the joint
+    law and exactly 1/N under the product of the marginals, so data processing for the KL
+    divergence gives kl(P_s || 1/N) <= I(Z; Z_hat) <= L (the argument behind Fano's inequality;
+    Cover & Thomas 2006, Sec. 2.10). The bound is the largest p with kl(p || 1/N) <= L.
+
+    Args:
+        leakage: upper bound on the information about the target, nats (>= 0).
+        n_candidates: N >= 2.
+        tol: bisection tolerance on p.
+
+    Returns:
+        An upper :class:`BoundResult` in success probability.
+
+    Example:
+        >>> round(leakage_success_bound(0.0, 10).value, 6)
+        0.1
+        >>> leakage_success_bound(math.log(10), 10).value > 0.999
+        True
+    """
+    if leakage < 0 or not math.isfinite(leakage):
+        raise ConfigError.invalid("leakage", "a finite number >= 0", leakage)
+    if n_candidates < 2:
+        raise ConfigError.invalid("n_candidates", "an integer >= 2", n_candidates)
+    k = 1.0 / n_candidates
+    lo, hi = k, 1.0
+    if _binary_kl(hi, k) <= leakage:
+        lo = hi
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _binary_kl(mid, k) <= leakage else (lo, mid)
+    return BoundResult(
+        value=hi,
+        unit="success probability",
+        kind="upper",
+        components={"leakage": leakage, "chance": k},
+        assumptions="target uniform over the N candidates; L >= I(Z; view)",
+    )

@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainleak.errors import ConfigError, MissingExtraError
+from trainleak.experiments.risk import RiskCard
 from trainleak.progress import Progress
 
 MAX_SEED = 2**31 - 1
@@ -102,6 +103,8 @@ class Result:
         figures: named matplotlib figures, saved as PNG.
         notes: free text shown in the report (what was measured and how).
         artifacts: paths written by the runner (filled in by :mod:`trainleak.audit`).
+        risk: the risk card (strongest attack, strongest bound, verdict), when the experiment
+            builds one (:mod:`trainleak.experiments.risk`); the report shows it first.
     """
 
     experiment: str
@@ -113,6 +116,7 @@ class Result:
     figures: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
     artifacts: dict[str, str] = field(default_factory=dict)
+    risk: RiskCard | None = None
 
     def claim(self, text: str, holds: bool, **evidence: Any) -> None:
         """Append a claim; ``holds`` must come from measurements."""

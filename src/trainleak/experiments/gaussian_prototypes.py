@@ -18,7 +18,6 @@ References:
 
 from __future__ import annotations
 
-import itertools
 from typing import Any, Literal
 
 import numpy as np
@@ -27,21 +26,23 @@ from matplotlib.figure import Figure
 from pydantic import Field
 
 from trainleak.attacks.checkpoint.prototypes import PrototypeReconstruction
-from trainleak.experiments.base import ExperimentConfig, Result, experiment
+from trainleak.experiments.base import ExperimentConfig, Result, evaluate_claims, experiment
+from trainleak.experiments.prototype_claims import (
+    CLAIMS,
+    MASK_NAMES,
+    MASKS,
+    RunRow,
+    main_rows,
+    mask_name,
+    summary,
+    sweep_rows,
+)
 from trainleak.metrics.prototypes import hull_escape_fraction, matched_error, specialization_ratio
 from trainleak.models.gaussian import GaussianMLP
 from trainleak.models.registry import model_spec
 from trainleak.progress import Progress
 from trainleak.releases import Checkpoint, Knowledge
 from trainleak.systems.training.prototypes import train_prototype_mlp
-
-MASKS: list[tuple[int, ...]] = list(itertools.product((0, 1), repeat=3))
-
-
-def mask_name(mask: tuple[int, ...]) -> str:
-    """``baseline`` for (0, 0, 0), else the active losses joined by ``+`` (C, S, O)."""
-    parts = [tag for tag, on in zip("CSO", mask) if on]
-    return "+".join(parts) if parts else "baseline"
 
 
 class PrototypeConfig(ExperimentConfig):
@@ -87,7 +88,7 @@ def _data(cfg: PrototypeConfig, n: int, seeds: list[int]) -> tuple[torch.Tensor,
 
 def _train_size(
     cfg: PrototypeConfig, n: int, progress: Progress | None
-) -> tuple[list[dict[str, Any]], np.ndarray, np.ndarray]:
+) -> tuple[list[RunRow], np.ndarray, np.ndarray]:
     """Train every replica at size ``n``, release each, reconstruct it, score it."""
     specs, mask, tau = _group(cfg, n)
     x, y = _data(cfg, n, [sp["seed"] for sp in specs])
@@ -104,47 +105,20 @@ def _train_size(
         protos = attack(ckpt, knowledge, seed=cfg.seed).inputs[:, 0]
         err, _ = matched_error(x[i], protos)
         runs.append(
-            {
-                "N": n,
-                "mask": mask_name(sp["mask"]),
-                "tau": sp["tau"],
-                "seed": sp["seed"],
-                "sweep": sp.get("sweep", False),
-                "err": err / float(x[i].max() - x[i].min()),
-                "sr": specialization_ratio(x[i], protos),
-                "outside_hull": hull_escape_fraction(x[i], protos),
-                "fit_mse": float(out.fit_mse[i]),
-            }
+            RunRow(
+                size=n,
+                mask=mask_name(sp["mask"]),
+                tau=sp["tau"],
+                seed=sp["seed"],
+                sweep=sp.get("sweep", False),
+                err=err / float(x[i].max() - x[i].min()),
+                sr=specialization_ratio(x[i], protos),
+                outside_hull=hull_escape_fraction(x[i], protos),
+                fit_mse=float(out.fit_mse[i]),
+            )
         )
     pos = model.prototypes().detach().numpy()
     return runs, x.numpy(), pos
-
-
-def _summary(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Mean (and std of err) over seeds for each (N, mask, tau)."""
-    order = [mask_name(m) for m in MASKS]
-    keys = sorted(
-        {(r["N"], r["mask"], r["tau"]) for r in runs},
-        key=lambda k: (k[0], order.index(k[1]), k[2]),
-    )
-    rows = []
-    for n, m, t in keys:
-        sel = [r for r in runs if (r["N"], r["mask"], r["tau"]) == (n, m, t)]
-        err = np.array([r["err"] for r in sel])
-        rows.append(
-            {
-                "N": n,
-                "mask": m,
-                "tau": t,
-                "runs": len(sel),
-                "err_mean": float(err.mean()),
-                "err_std": float(err.std()),
-                "sr_mean": float(np.mean([r["sr"] for r in sel])),
-                "outside_hull_mean": float(np.mean([r["outside_hull"] for r in sel])),
-                "fit_mse_median": float(np.median([r["fit_mse"] for r in sel])),
-            }
-        )
-    return rows
 
 
 @experiment(
@@ -155,7 +129,7 @@ def _summary(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 )
 def run(cfg: PrototypeConfig, progress: Progress | None = None) -> Result:
     """Train all (N, mask, seed) runs, reconstruct, summarise, and check the seed's claims."""
-    runs: list[dict[str, Any]] = []
+    runs: list[RunRow] = []
     positions: dict[str, Any] = {}
     for k, n in enumerate(sorted(cfg.sizes)):
         size_runs, x, pos = _train_size(cfg, n, None)
@@ -164,13 +138,12 @@ def run(cfg: PrototypeConfig, progress: Progress | None = None) -> Result:
             positions = {"x": x, "pos": pos, "runs": size_runs}
         if progress is not None:
             progress("gaussian-prototypes sizes", k + 1, len(cfg.sizes))
-    main = [r for r in runs if not r["sweep"] and r["tau"] == cfg.tau]
-    sweep = [r for r in runs if r["N"] == max(cfg.sizes) and r["mask"] == "S"]
+    main = main_rows(runs, cfg)
     res = Result(experiment="gaussian-prototypes", config=cfg.model_dump())
-    table, sweep_table = _summary(main), _summary(sweep)
-    res.tables = {"error, SR, fit and hull escape per (N, mask)": table, "tau sweep": sweep_table}
+    res.claims = evaluate_claims(CLAIMS, runs, cfg)
     res.metrics = {"runs_main": len(main), "runs_tau_sweep_extra": len(runs) - len(main)}
-    _claims(res, table, sweep_table)
+    table, sweep_table = summary(main), summary(sweep_rows(runs))
+    res.tables = {"error, SR, fit and hull escape per (N, mask)": table, "tau sweep": sweep_table}
     res.figures.update(_figures(table, sweep_table, positions))
     res.notes = _NOTES
     return res
@@ -180,80 +153,13 @@ def _by(table: list[dict[str, Any]], n: int, mask: str) -> dict[str, Any]:
     return next(r for r in table if r["N"] == n and r["mask"] == mask)
 
 
-_OVERLAP_PAIRS = (("O", "baseline"), ("C+O", "C"), ("S+O", "S"), ("C+S+O", "C+S"))
-
-
-def _claims(res: Result, table: list[dict[str, Any]], sweep: list[dict[str, Any]]) -> None:
-    sizes = sorted({r["N"] for r in table})
-    best = {n: min((r for r in table if r["N"] == n), key=lambda r: r["err_mean"]) for n in sizes}
-    err = {m: [round(_by(table, n, m)["err_mean"], 4) for n in sizes] for m in ("baseline", "C")}
-    res.claim(
-        "Coverage gives the lowest mean reconstruction error at every N: the best mask at each "
-        "N uses coverage, and coverage alone beats the plain fit",
-        all(
-            "C" in best[n]["mask"] and err["C"][i] < err["baseline"][i] for i, n in enumerate(sizes)
-        ),
-        sizes=sizes,
-        best_mask=[best[n]["mask"] for n in sizes],
-        err_coverage=err["C"],
-        err_baseline=err["baseline"],
-    )
-    sr = {m: [round(_by(table, n, m)["sr_mean"], 3) for n in sizes] for m in ("baseline", "C")}
-    res.claim(
-        "Coverage raises the specialisation ratio over the plain fit at every N",
-        all(a > b for a, b in zip(sr["C"], sr["baseline"])),
-        sizes=sizes,
-        sr_coverage=sr["C"],
-        sr_baseline=sr["baseline"],
-    )
-    harm = [
-        _by(table, n, o)["err_mean"] > _by(table, n, b)["err_mean"]
-        for n in sizes
-        for o, b in _OVERLAP_PAIRS
-    ]
-    res.claim(
-        "Overlap is harmful: adding the overlap loss to any mask raises the mean error, at every N",
-        all(harm),
-        share_of_comparisons_harmed=sum(harm) / len(harm),
-        comparisons=len(harm),
-        err_overlap_only=[round(_by(table, n, "O")["err_mean"], 4) for n in sizes],
-    )
-    on = [r for r in table if "O" in r["mask"]]
-    off = [r for r in table if "O" not in r["mask"]]
-    fit_on = float(np.median([r["fit_mse_median"] for r in on]))
-    fit_off = float(np.median([r["fit_mse_median"] for r in off]))
-    hull_on = float(np.mean([r["outside_hull_mean"] for r in on]))
-    hull_off = float(np.mean([r["outside_hull_mean"] for r in off]))
-    res.claim(
-        "The harm is not a fitting failure: overlap-active runs fit the targets as well as the "
-        "rest (median fit MSE within 2x, or both below 1e-4) while pushing more prototypes "
-        "outside the data's hull",
-        (fit_on <= 2 * fit_off or max(fit_on, fit_off) < 1e-4) and hull_on > hull_off,
-        fit_mse_overlap=fit_on,
-        fit_mse_other=fit_off,
-        outside_hull_overlap=hull_on,
-        outside_hull_other=hull_off,
-    )
-    taus = [r["tau"] for r in sweep]
-    hull = [round(r["outside_hull_mean"], 3) for r in sweep]
-    base_hull = _by(table, max(sizes), "baseline")["outside_hull_mean"]
-    res.claim(
-        "Separation alone expels prototypes only at large tau: the hull-escape share grows with "
-        "tau and stays near the plain fit's at the smallest tau",
-        len(sweep) >= 2 and hull[-1] > hull[0] and hull[0] <= base_hull + 0.05,
-        tau=taus,
-        outside_hull=hull,
-        baseline_outside_hull=round(base_hull, 3),
-    )
-
-
 def _figures(
     table: list[dict[str, Any]], sweep: list[dict[str, Any]], positions: dict[str, Any]
 ) -> dict[str, Figure]:
     sizes = sorted({r["N"] for r in table})
     fig = Figure(figsize=(11, 3.4))
     ax1, ax2, ax3 = fig.subplots(1, 3)
-    for m in [mask_name(k) for k in MASKS]:
+    for m in MASK_NAMES:
         ax1.loglog(sizes, [_by(table, n, m)["err_mean"] for n in sizes], marker="o", label=m)
         ax2.semilogx(sizes, [_by(table, n, m)["outside_hull_mean"] for n in sizes], marker="o")
     ax1.set(xlabel="N", ylabel="matched error / range", title="reconstruction error")
@@ -280,9 +186,7 @@ def _positions(positions: dict[str, Any]) -> Figure:
     axes = fig.subplots(4, 1, sharex=True)
     runs, x, pos = positions["runs"], positions["x"], positions["pos"]
     for ax, m in zip(axes, ("baseline", "C", "S", "O")):
-        i = next(
-            k for k, r in enumerate(runs) if r["mask"] == m and not r["sweep"] and r["seed"] == 0
-        )
+        i = next(k for k, r in enumerate(runs) if r.mask == m and not r.sweep and r.seed == 0)
         ax.plot(x[i], np.zeros_like(x[i]), "|", color="black", ms=12, label="training x")
         ax.plot(pos[i], np.full_like(pos[i], 0.5), "o", ms=3, color="tab:red", label="prototypes")
         ax.axvspan(float(x[i].min()), float(x[i].max()), color="grey", alpha=0.15)
@@ -307,4 +211,6 @@ forms (coverage = soft-min squared distance, separation = Gaussian kernel betwee
 overlap = unnormalised mean product of hidden responses), 8 masks x 6 sizes x 10 seeds = 480
 runs, initial prototypes on a jittered grid over [0, 1] with slopes U[5, 20], v ~ N(0, 1/N),
 lambda = 0.1, tau = 0.01, Adam lr 1e-2, 3000 steps. The tau sweep (separation only, largest N)
-adds runs beyond the 480."""
+adds runs beyond the 480. Claims compare masks by one-sided 95% confidence bounds on
+seed-paired differences (every mask of one N and seed trains on the same data), not by
+comparing means over 10 seeds; the fit comparison uses the geometric-mean ratio of fit MSEs."""

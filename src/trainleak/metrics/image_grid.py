@@ -1,12 +1,18 @@
 """A reconstruction grid: each training image above its matched reconstruction.
 
+By default the grid is labelled (:mod:`.labelled_grid`): every row of originals is marked
+"original", every row of matches "reconstruction", and each pair carries its SSIM, so a grid
+can never be misread. ``labels=False`` gives the bare tiles.
+
 Example:
     >>> import torch
     >>> from trainleak.metrics.matching import evaluate_reconstruction
     >>> x = torch.rand(5, 1, 8, 8, generator=torch.Generator().manual_seed(0))
-    >>> grid = reconstruction_grid(x, x, evaluate_reconstruction(x, x), n=4, cols=2)
+    >>> grid = reconstruction_grid(x, x, evaluate_reconstruction(x, x), n=4, cols=2, labels=False)
     >>> grid.shape, grid.dtype.name
     ((35, 19), 'uint8')
+    >>> reconstruction_grid(x, x, evaluate_reconstruction(x, x), n=4, cols=2).ndim  # RGB, text
+    3
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from torch import Tensor
 
 from trainleak.errors import ConfigError, ShapeError
 from trainleak.metrics.image import as_image_batch, minmax_normalize
+from trainleak.metrics.labelled_grid import labelled_pairs
 from trainleak.metrics.matching import ReconstructionScores
 
 
@@ -31,6 +38,8 @@ def reconstruction_grid(
     offset: Tensor | None = None,
     normalize: bool = True,
     image_shape: tuple[int, ...] | None = None,
+    labels: bool = True,
+    bottom_label: str = "reconstruction",
 ) -> np.ndarray:
     """Tile the ``n`` best-scored pairs, best first: training image above its reconstruction.
 
@@ -45,9 +54,13 @@ def reconstruction_grid(
         normalize: min-max normalise every image for display (else values are clipped to
             ``[0, 1]``).
         image_shape: shape of one image, for flat inputs.
+        labels: label the rows ("original" / ``bottom_label``) and caption each pair with its
+            SSIM (an RGB image, scaled up); ``False``: the bare tiles.
+        bottom_label: the label of the reconstruction rows.
 
     Returns:
-        ``uint8`` array, ``(H, W)`` for one channel or ``(H, W, 3)`` for three. No text.
+        ``uint8`` array: with ``labels`` ``(H, W, 3)``; without, ``(H, W)`` for one channel or
+        ``(H, W, 3)`` for three.
 
     Raises:
         ShapeError: when the sets do not fit ``scores`` or have 2 or more than 3 channels.
@@ -67,7 +80,11 @@ def reconstruction_grid(
         top, bottom = top + _fit(offset, top), bottom + _fit(offset, top)
     tiles = torch.stack([top, bottom], dim=1)  # (k, 2, C, H, W)
     tiles = minmax_normalize(tiles.flatten(0, 1)) if normalize else tiles.flatten(0, 1)
-    return _tile(tiles.clamp(0.0, 1.0).reshape(-1, 2, *train.shape[1:]), cols, pad)
+    pairs = tiles.clamp(0.0, 1.0).reshape(-1, 2, *train.shape[1:])
+    if labels:
+        captions = [f"SSIM {float(v):.2f}" for v in scores.ssim[order]]
+        return labelled_pairs(pairs, ("original", bottom_label), captions, cols=cols)
+    return _tile(pairs, cols, pad)
 
 
 def _fit(offset: Tensor, like: Tensor) -> Tensor:

@@ -107,6 +107,7 @@ class PosteriorMeanAttack(Attack[DPTrajectory]):
                 "posterior_argmax": int(w.argmax()),
                 "posterior_entropy": float(-(w * w.clamp_min(1e-300).log()).sum()),
                 "posterior_weights": w,
+                "log_likelihood": ll,
             },
         )
 
