@@ -1,6 +1,8 @@
 """The HTML report in a real browser: headless Chromium (Debian's ``chromium`` package) loads a
-report of finished, failed and interrupted runs; every image must decode (``naturalWidth > 0``)
-and be laid out with a size, and the page must raise no JavaScript or resource error.
+report of finished and interrupted runs, and the report of ``trainleak attack`` on a saved
+checkpoint; every image must decode (``naturalWidth > 0``) and be laid out with a size, the
+risk card must be visible above the images, and the page must raise no JavaScript or resource
+error.
 
 A probe script is added to a copy of the page: an error listener at the top of ``<head>``
 (before anything else runs) and, on ``load``, a ``<pre id="probe">`` holding its findings as
@@ -17,8 +19,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from safetensors.torch import save_file
+from typer.testing import CliRunner
+
 from conftest import require_program
 from fault_helpers import NAME
+from release_fixtures import tiny_binary_checkpoint
+from trainleak import cli
 from trainleak.audit import ResultStore, record_run, write_report
 
 HEAD_PROBE = """<script>
@@ -42,6 +49,13 @@ window.addEventListener("load", function () {
                                         return !(r.width > 0 && r.height > 0); })
                  .map(function (i) { return i.alt; }),
     headings: document.querySelectorAll("h2").length,
+    cards: Array.prototype.slice.call(document.querySelectorAll(".card")).map(function (c) {
+      var r = c.getBoundingClientRect(), first = document.images[0];
+      return {visible: r.width > 0 && r.height > 0 && getComputedStyle(c).display !== "none",
+              title: (c.querySelector("h3") || {}).textContent || "",
+              level: c.getAttribute("data-level") || "",
+              beforeImages: !first || !!(c.compareDocumentPosition(first) & 4)};
+    }),
     errors: window.__errors
   };
   var pre = document.createElement("pre");
@@ -90,7 +104,37 @@ def test_report_renders_in_chromium_with_every_image(tmp_path: Path) -> None:
     assert probe["images"] == 2  # one image per finished run
     assert probe["broken"] == [] and probe["unsized"] == []
     assert probe["errors"] == []
+    assert [c["visible"] for c in probe["cards"]] == [True, True]  # one per finished run
     assert 'class="status interrupted"' in page.read_text()
+
+
+def test_risk_card_of_an_attack_on_a_saved_checkpoint_in_chromium(tmp_path: Path) -> None:
+    ckpt, _ = tiny_binary_checkpoint()
+    root = tmp_path / "release"
+    root.mkdir()
+    save_file({k: v.contiguous() for k, v in ckpt.final.items()}, str(root / "model.safetensors"))
+    spec = {
+        "type": "checkpoint",
+        "architecture": {"kind": "homogeneous_mlp", "kwargs": ckpt.architecture.kwargs},
+        "weights": "model.safetensors",
+        "training": {"loss": "logistic", "steps": 200, "n_train": 8},
+    }
+    (root / "release.json").write_text(json.dumps(spec))
+    (root / "knowledge.yaml").write_text("value_range: [-1, 1]\nlabel_set: [0, 1]\n")
+    out = tmp_path / "kkt"
+    args = ["attack", "kkt", "--release", str(root), "-k", str(root / "knowledge.yaml")]
+    res = CliRunner().invoke(cli.app, [*args, "--set", "steps=40", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    probe = render_in_chromium(out / "report.html", tmp_path)
+    assert probe["errors"] == [] and probe["broken"] == [] and probe["unsized"] == []
+    assert probe["images"] >= 1
+    (card,) = probe["cards"]
+    assert card == {
+        "visible": True,
+        "title": "Risk card",
+        "level": "review",
+        "beforeImages": True,
+    }
 
 
 def test_the_probe_sees_a_broken_image(tmp_path: Path) -> None:
