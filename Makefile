@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export TRAINLEAK_DATA ?= $(abspath ../shared/data)
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: demo test test-slow lint typecheck bench install install-dev clean
+.PHONY: demo test test-slow lint typecheck bench fuzz install install-dev clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -41,6 +41,11 @@ test-slow: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	for f in benchmarks/*.py; do $(BIN)/python $$f || exit 1; done
+
+# At least 10,000 hypothesis cases over every parser of user input; results in
+# benchmarks/results/fuzz.md (the default suite runs 40 cases per target).
+fuzz: $(VENV)/.installed-dev
+	$(BIN)/python benchmarks/fuzz.py --cases-per-target 1200
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -15,6 +18,33 @@ os.environ.setdefault("TRAINLEAK_DATA", str(REPO.parent / "shared" / "data"))
 torch.set_num_threads(1)
 
 
+def _ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require_module(module: str, how: str) -> Any:
+    """Import ``module``, or fail under CI (``CI=true``: .ci/run installs it) and skip with the
+    reason elsewhere."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        reason = f"{module} is not installed ({how})"
+        if _ci():
+            pytest.fail(f"CI=true and {reason}", pytrace=False)
+        pytest.skip(reason)
+
+
+def require_program(name: str, how: str) -> str:
+    """The path of program ``name``, or fail under CI and skip with the reason elsewhere."""
+    found = shutil.which(name)
+    if found:
+        return found
+    reason = f"{name} is not on PATH ({how})"
+    if _ci():
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
 def require_data(path: Path, what: str = "real data") -> Path:
     """Return ``path`` if it exists. Otherwise fail under CI (``CI=true``: the real data must be
     there), and skip with the reason elsewhere (printed in the summary: addopts has ``-rs``)."""
@@ -23,7 +53,7 @@ def require_data(path: Path, what: str = "real data") -> Path:
     reason = (
         f"{what} not found at {path} (set TRAINLEAK_DATA, or put ../shared/data beside the repo)"
     )
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+    if _ci():
         pytest.fail(f"CI=true and {reason}", pytrace=False)
     pytest.skip(reason)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -226,7 +226,11 @@ def test_grid_runs_points_skips_done_and_retries_failed(tmp_path: Path) -> None:
     assert [o.status for o in run_grid(grid, out)] == ["skipped"] * 4
     rows = ResultStore(out / "trainleak.sqlite").rows()
     assert [r.status for r in rows].count("failed") == 2 and len(rows) == 6
-    assert all((o.job.out_dir / "result.json").is_file() for o in second)
+    retried = [o for o in second if o.status == "done"]
+    for o in retried:  # a retry runs in a fresh folder beside the failed run's
+        assert o.out_dir is not None and o.out_dir.name == f"{o.job.out_dir.name}-2"
+        assert json.loads((o.out_dir / "result.json").read_text())["run_id"] == o.run_id
+        assert not (o.job.out_dir / "result.json").exists()
 
 
 def test_grid_runs_in_worker_processes(tmp_path: Path) -> None:
@@ -253,8 +257,10 @@ def test_grid_expansion_validates_points(tmp_path: Path) -> None:
         run_grid(_grid_file(tmp_path, f"experiment: {NAME}\n"), tmp_path, workers=0)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="ray is installed")
-def test_ray_backend_without_ray_names_the_extra(tmp_path: Path) -> None:
+def test_ray_backend_without_ray_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if not installed
     grid = _grid_file(tmp_path, f"experiment: {NAME}\n")
     with pytest.raises(MissingExtraError, match=r"pip install 'trainleak\[distributed\]'"):
         run_grid(grid, tmp_path / "audit", backend="ray")

@@ -94,6 +94,9 @@ def test_advantage_both_sides() -> None:
     assert claim_advantage(_adv(1.0, 0.46), CFG).holds
     assert not claim_advantage(_adv(1.0, 0.7), CFG).holds  # protected above tanh(1/2) + margin
     assert not claim_advantage(_adv(0.5, 0.46), CFG).holds  # fresh within the limit
+    no_deletions = [AdvantageRow(r, 1.0, 0, 300, 0.46) for r in ("fresh", "protected")]
+    untested = claim_advantage(no_deletions, CFG)  # deletions = [0]: nothing to compare
+    assert not untested.holds and "not_tested" in untested.evidence
 
 
 def test_exact_sum_both_sides() -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import os
+import signal
+import sqlite3
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +30,7 @@ class EchoConfig(ExperimentConfig):
     steps: int = Field(2, ge=1)
     tags: list[int] = Field(default_factory=list)
     fail: bool = False
+    sigterm: bool = False
 
 
 @experiment(NAME, "Echo a value back (CLI test only).", EchoConfig)
@@ -36,6 +40,8 @@ def echo(cfg: EchoConfig, progress: Progress | None) -> Result:
         report_every(progress, "echo", i, cfg.steps, k=1)
     if cfg.fail:
         raise RuntimeError("echo failed on purpose")
+    if cfg.sigterm:
+        os.kill(os.getpid(), signal.SIGTERM)  # as if `kill PID` arrived mid-run
     result = Result(experiment=NAME, config=cfg.model_dump())
     result.metrics = {"value": cfg.value, "n_tags": len(cfg.tags)}
     result.claim("the value is positive", cfg.value > 0, value=cfg.value)
@@ -144,8 +150,8 @@ def test_audit_runs_grid_and_skips_done_points(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "'steps'" in res.stderr
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="ray is installed")
-def test_audit_ray_backend_without_ray(tmp_path: Path) -> None:
+def test_audit_ray_backend_without_ray(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if not installed
     grid = tmp_path / "grid.yaml"
     grid.write_text(f"experiment: {NAME}\n")
     res = runner.invoke(cli.app, ["audit", str(grid), "--backend", "ray"])
@@ -161,3 +167,35 @@ def test_parse_overrides_reads_yaml_values() -> None:
         "d": "text",
         "e": "x=y",
     }
+
+
+def test_second_run_with_the_same_out_goes_to_a_fresh_folder(tmp_path: Path) -> None:
+    out = tmp_path / "runs" / "same"
+    first = runner.invoke(cli.app, ["run", NAME, "--set", "value=1", "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    res = runner.invoke(cli.app, ["run", NAME, "--set", "value=2", "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    assert "holds an earlier run" in res.stderr and "same-2" in res.stderr
+    assert json.loads(res.stdout)["metrics"]["value"] == 2.0  # the second run's own result
+    assert json.loads((out / "result.json").read_text())["metrics"]["value"] == 1.0
+
+
+def test_sigterm_marks_the_run_interrupted_and_exits_143(tmp_path: Path) -> None:
+    out = tmp_path / "runs" / "stopped"
+    handler = signal.getsignal(signal.SIGTERM)
+    res = runner.invoke(cli.app, ["run", NAME, "--set", "sigterm=true", "--out", str(out)])
+    assert res.exit_code == 143, res.output
+    assert "stopped:" in res.stderr and "SIGTERM" in res.stderr and "Traceback" not in res.output
+    (row,) = ResultStore(tmp_path / "runs" / "trainleak.sqlite").rows()
+    assert row.status == "interrupted" and row.error == "interrupted by SIGTERM"
+    assert signal.getsignal(signal.SIGTERM) == handler  # the handler was put back
+
+
+def test_report_refuses_a_database_that_is_not_a_store(tmp_path: Path) -> None:
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as con:
+        con.execute("CREATE TABLE users (id INTEGER)")
+    before = other.read_bytes()
+    res = runner.invoke(cli.app, ["report", str(other), "--out", str(tmp_path / "r.html")])
+    assert res.exit_code == 2 and "not a trainleak store" in res.stderr
+    assert other.read_bytes() == before and not (tmp_path / "r.html").exists()

@@ -12,7 +12,9 @@ Audit your own release in one call: ``trainleak.assess("release.json", "knowledg
 returns an :class:`Assessment` with the risk card (:mod:`trainleak.audit.assess`).
 """
 
-from trainleak.audit.assess import Assessment, assess
+import importlib
+from typing import Any
+
 from trainleak.errors import (
     ConfigError,
     DataNotFoundError,
@@ -29,6 +31,17 @@ from trainleak.errors import (
 )
 
 __version__ = "0.1.0"
+
+_LAZY = {"assess": "trainleak.audit.assess", "Assessment": "trainleak.audit.assess"}
+
+
+def __getattr__(name: str) -> Any:
+    """``trainleak.assess`` and ``trainleak.Assessment``, imported on first use: importing any
+    part of trainleak (a CLI start, each audit worker) then does not load every attack."""
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'trainleak' has no attribute {name!r}")
+
 
 __all__ = [
     "Assessment",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import re
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +28,8 @@ from trainleak.attacks import available_attacks
 from trainleak.audit import (
     RESULT_FILE,
     STORE_FILE,
-    run_experiment,
+    RunInterrupted,
+    record_run,
     run_grid,
     write_report,
 )
@@ -35,7 +37,7 @@ from trainleak.cli_assess import register as register_assess
 from trainleak.cli_bound import bound_app
 from trainleak.errors import ConfigError, DataNotFoundError, TrainleakError
 from trainleak.experiments import available_experiments
-from trainleak.experiments.base import Result
+from trainleak.experiments.base import Experiment, Result
 from trainleak.progress import Progress
 
 app = typer.Typer(
@@ -74,6 +76,12 @@ def _errors() -> Iterator[None]:
     except TrainleakError as exc:
         _err().print(f"[bold red]error:[/] [red]{escape(str(exc))}[/]")
         raise typer.Exit(code=2) from None
+    except (RunInterrupted, KeyboardInterrupt) as exc:
+        signum = exc.signum if isinstance(exc, RunInterrupted) else signal.SIGINT
+        what = exc if isinstance(exc, RunInterrupted) else "interrupted by SIGINT (Ctrl-C)"
+        text = escape(f"{what}; the run(s) are marked interrupted")
+        _err().print(f"[bold red]stopped:[/] [red]{text}[/]")
+        raise typer.Exit(code=128 + int(signum)) from None
 
 
 @contextmanager
@@ -119,7 +127,7 @@ def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
             raise ConfigError.invalid("--set", "key=value", pair)
         try:
             value = yaml.safe_load(raw)
-        except yaml.YAMLError:
+        except (yaml.YAMLError, ValueError, RecursionError):  # ValueError: e.g. a bad date
             raise ConfigError.invalid(
                 key, "a YAML value (number, true/false, list, text)", raw
             ) from None
@@ -136,15 +144,23 @@ def list_() -> None:
     with _errors():
         console = _out()
         for title, items in (
-            ("Experiments", {n: e.summary for n, e in available_experiments().items()}),
+            ("Experiments", {n: _summary(e) for n, e in available_experiments().items()}),
             ("Attacks", {n: a.summary for n, a in available_attacks().items()}),
         ):
             table = Table(title=title, title_justify="left")
             table.add_column("name", style="bold", no_wrap=True)
             table.add_column("summary")
             for name in sorted(items):
-                table.add_row(name, items[name])
+                table.add_row(name, items[name] if title == "Experiments" else escape(items[name]))
             console.print(table)
+
+
+def _summary(exp: Experiment) -> str:
+    missing = exp.missing_extras()
+    if not missing:
+        return escape(exp.summary)
+    line = f"pip install 'trainleak[{','.join(missing)}]'"
+    return f"{escape(exp.summary)} [yellow](needs an extra: {escape(line)})[/]"
 
 
 @app.command()
@@ -155,7 +171,10 @@ def run(
         typer.Option("--set", "-s", help="Config value key=value (YAML value); repeatable."),
     ] = None,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Result folder [runs/NAME-TIME].")
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Result folder [runs/NAME-TIME]; if taken, OUT-2, OUT-3, ..."
+        ),
     ] = None,
     json_: Annotated[
         bool, typer.Option("--json", help="Print only the result JSON on stdout.")
@@ -169,11 +188,17 @@ def run(
         overrides = parse_overrides(set_)
         out_dir = out if out is not None else RUNS_DIR / f"{name}-{_stamp()}"
         with _progress_bars() as progress:
-            result = run_experiment(name, overrides, out_dir, store_path=store, progress=progress)
+            done = record_run(name, overrides, out_dir, store_path=store, progress=progress)
+        if done.out_dir.resolve() != out_dir.resolve():
+            _err().print(
+                f"{escape(str(out_dir))} holds an earlier run; this run (id {done.run_id}) "
+                f"is in {escape(str(done.out_dir))}",
+                soft_wrap=True,
+            )
         if json_:
-            sys.stdout.write((out_dir / RESULT_FILE).read_text(encoding="utf-8") + "\n")
+            sys.stdout.write((done.out_dir / RESULT_FILE).read_text(encoding="utf-8") + "\n")
         else:
-            _print_result(result, out_dir)
+            _print_result(done.result, done.out_dir)
 
 
 @app.command()
@@ -186,9 +211,9 @@ def demo(
     with _errors():
         run_dir = out / DEMO_EXPERIMENT
         with _progress_bars() as progress:
-            result = run_experiment(DEMO_EXPERIMENT, {}, run_dir, progress=progress)
-        _print_result(result, run_dir)
-        path = write_report([run_dir], out / "report.html")
+            done = record_run(DEMO_EXPERIMENT, {}, run_dir, progress=progress)
+        _print_result(done.result, done.out_dir)
+        path = write_report([done.out_dir], out / "report.html")
         _out().print(f"report: {escape(str(path))}", soft_wrap=True)
 
 
@@ -202,7 +227,10 @@ def report(
         "report.html"
     ),
 ) -> None:
-    """Render runs (result folders or a store) as one self-contained HTML page."""
+    """Render runs (result folders or a store) as one self-contained HTML page.
+
+    A store is opened read-only; a file that is not a trainleak store is refused.
+    """
     with _errors():
         if not sources:
             default = RUNS_DIR / STORE_FILE
@@ -222,22 +250,46 @@ def audit(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output root (runs and store).")] = (
         RUNS_DIR / "audit"
     ),
-    workers: Annotated[int, typer.Option(help="Parallel local worker processes.")] = 1,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="Parallel local worker processes [1]; with --backend ray, the most tasks in "
+            "flight [the cluster's CPUs]."
+        ),
+    ] = None,
     backend: Annotated[BackendChoice, typer.Option(help="Where to run.")] = BackendChoice.local,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="Ray cluster address (e.g. ray://head:10001) [$RAY_ADDRESS or local]."),
+    ] = None,
 ) -> None:
-    """Run every point of a grid not already done in OUT/trainleak.sqlite."""
+    """Run every point of a grid not already done in OUT/trainleak.sqlite.
+
+    Two audits may share OUT: each point is claimed in the store before it runs, so none runs
+    twice. SIGTERM or Ctrl-C stops the workers and marks their runs interrupted; run the same
+    command again to finish the grid.
+    """
     with _errors():
         with _progress_bars() as progress:
-            outcomes = run_grid(grid, out, workers, backend=backend.value, progress=progress)
+            outcomes = run_grid(
+                grid,
+                out,
+                workers,
+                backend=backend.value,
+                progress=progress,
+                ray_address=ray_address,
+            )
         table = Table(title=f"audit {grid}", title_justify="left")
         for column in ("experiment", "folder", "status", "error"):
             table.add_column(column)
+        styles = {"done": "green", "skipped": "dim", "busy": "yellow", "failed": "red"}
         for o in outcomes:
             last = (o.error or "").strip().splitlines()[-1:] or [""]
-            style = {"done": "green", "skipped": "dim", "failed": "red"}[o.status]
-            table.add_row(o.job.experiment, o.job.out_dir.name, f"[{style}]{o.status}[/]", last[0])
+            style = styles.get(o.status, "red")
+            folder = (o.out_dir or o.job.out_dir).name
+            table.add_row(o.job.experiment, folder, f"[{style}]{o.status}[/]", escape(last[0]))
         _out().print(table)
-    if any(o.status == "failed" for o in outcomes):
+    if any(o.status in ("failed", "interrupted") for o in outcomes):
         raise typer.Exit(code=1)
 
 

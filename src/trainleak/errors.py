@@ -95,3 +95,7 @@ class NonFiniteWeightsError(ReleaseFileError):
 
 class MetadataError(ReleaseFileError):
     """Unknown, missing or mistyped metadata in a release spec or knowledge file."""
+
+
+class StoreError(TrainleakError, ValueError):
+    """A result store cannot be used: not a trainleak store, a newer schema, or read-only."""

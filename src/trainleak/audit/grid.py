@@ -19,21 +19,26 @@ every Ray node can write).
 
 from __future__ import annotations
 
-import functools
-import importlib
 import itertools
-import multiprocessing
-import sys
-import traceback
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-from trainleak.audit.runner import STORE_FILE, run_experiment
+from trainleak.audit._dispatch import (
+    Counter,
+    Dispatch,
+    GridJob,
+    GridOutcome,
+    module_of,
+    task,
+)
+from trainleak.audit._owner import Heartbeat
+from trainleak.audit._pool import WorkerPool, exit_text
+from trainleak.audit._ray import run_on_ray
+from trainleak.audit._signals import interrupt_reason, signals_raise
+from trainleak.audit.runner import STORE_FILE
 from trainleak.audit.store import ResultStore, config_hash
 from trainleak.errors import ConfigError, DataNotFoundError, import_extra
 from trainleak.experiments import get_experiment
@@ -43,33 +48,16 @@ from trainleak.validation import check_choice
 Backend = Literal["local", "ray"]
 
 
-@dataclass(frozen=True)
-class GridJob:
-    """One point of a grid: the experiment, its overrides and where it runs."""
-
-    experiment: str
-    overrides: dict[str, Any]
-    config_hash: str
-    out_dir: Path
-
-
-@dataclass(frozen=True)
-class GridOutcome:
-    """What happened to one point: ``done``, ``skipped`` (already done) or ``failed``."""
-
-    job: GridJob
-    status: Literal["done", "skipped", "failed"]
-    error: str | None = None
-
-
 def load_grid(path: str | Path) -> list[dict[str, Any]]:
     """Read a grid file: one mapping or a list of mappings (see the module docstring)."""
     path = Path(path)
     if not path.is_file():
         raise DataNotFoundError(f"grid file {str(path)!r} does not exist")
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
+        doc = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"grid file {str(path)!r} is not UTF-8 text: {exc}") from None
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:  # ValueError: a bad date
         raise ConfigError(f"grid file {str(path)!r} is not valid YAML: {exc}") from None
     specs = doc if isinstance(doc, list) else [doc]
     for spec in specs:
@@ -116,20 +104,30 @@ def expand_grid(spec: Mapping[str, Any], out_root: str | Path) -> list[GridJob]:
 def run_grid(
     grid_yaml: str | Path,
     out_root: str | Path,
-    workers: int = 1,
+    workers: int | None = None,
     *,
     backend: Backend = "local",
     progress: Progress | None = None,
+    ray_address: str | None = None,
 ) -> list[GridOutcome]:
     """Run every point of ``grid_yaml`` that is not yet done in ``<out_root>/trainleak.sqlite``.
+
+    Each point is claimed in the store just before it runs (:meth:`ResultStore.claim`), so
+    two audits on one output folder share the work and never run a point twice. Each run gets
+    its own folder (``<experiment>-<hash>``, or ``-2``, ``-3``... for a retry). SIGTERM, SIGHUP
+    and Ctrl-C stop the workers and mark their runs interrupted; a killed audit's workers die
+    with it, and its runs are marked interrupted when the store is next opened.
 
     Args:
         grid_yaml: the grid file.
         out_root: folder for the run folders and the store.
-        workers: parallel local processes (1 runs inline); ignored by the Ray backend.
+        workers: parallel local processes (default 1, which runs inline); with the Ray
+            backend, the most tasks in flight (default: the cluster's CPUs).
         backend: ``"local"`` or ``"ray"``.
         progress: called as ``progress("grid", finished, total)``; inline runs also pass it
             to the experiments.
+        ray_address: the Ray cluster to connect to (default: ``$RAY_ADDRESS``, else a local
+            one); used only when Ray is not initialised yet.
 
     Returns:
         One :class:`GridOutcome` per point, in grid order. A failing point does not stop the
@@ -137,103 +135,78 @@ def run_grid(
 
     Raises:
         ConfigError: for a malformed grid, an invalid point, bad ``workers`` or ``backend``.
-        MissingExtraError: for ``backend="ray"`` without Ray installed.
+        MissingExtraError: for ``backend="ray"`` without Ray installed, or an experiment
+            whose extra is missing.
+        RunInterrupted: SIGTERM or SIGHUP arrived (``KeyboardInterrupt`` for Ctrl-C).
     """
     check_choice("backend", backend, ("local", "ray"))
-    if not isinstance(workers, int) or workers < 1:
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise ConfigError.invalid("workers", "a positive integer", workers)
     if backend == "ray":
         _import_ray()
     jobs = [job for spec in load_grid(grid_yaml) for job in expand_grid(spec, out_root)]
-    store_path = Path(out_root) / STORE_FILE
-    store = ResultStore(store_path)
+    for name in dict.fromkeys(j.experiment for j in jobs):
+        get_experiment(name).check_extras()
+    store = ResultStore(Path(out_root) / STORE_FILE)
     todo = [j for j in jobs if store.find_done(j.experiment, j.config_hash) is None]
     outcomes = {j.config_hash: GridOutcome(j, "skipped") for j in jobs if j not in todo}
-    report = _Counter(progress, len(todo))
-    if backend == "ray":
-        ran = _run_ray(todo, store_path, report)
-    elif workers == 1 or len(todo) <= 1:
-        ran = [_outcome(j, _run_job(j, store_path, progress), report) for j in todo]
-    else:
-        ran = _run_pool(todo, store_path, workers, report)
+    counter = Counter(progress, len(todo))
+    runner = Dispatch(store, counter)
+    with signals_raise(), Heartbeat(store.beat):
+        if backend == "ray":
+            ran = run_on_ray(runner, todo, workers, ray_address)
+        elif (workers or 1) == 1 or len(todo) <= 1:
+            ran = [runner.inline(j, progress) for j in todo]
+        else:
+            ran = _run_pool(runner, todo, workers or 1)
     outcomes.update({o.job.config_hash: o for o in ran})
     return [outcomes[j.config_hash] for j in jobs]
 
 
-class _Counter:
-    def __init__(self, progress: Progress | None, total: int) -> None:
-        self.progress, self.total, self.done = progress, total, 0
-        if progress is not None:
-            progress("grid", 0, total)
-
-    def tick(self) -> None:
-        self.done += 1
-        if self.progress is not None:
-            self.progress("grid", self.done, self.total)
+Claimed = tuple[GridJob, int, Path]
 
 
-def _outcome(job: GridJob, error: str | None, counter: _Counter) -> GridOutcome:
-    counter.tick()
-    return GridOutcome(job, "failed" if error else "done", error)
-
-
-def _run_job(job: GridJob, store_path: Path, progress: Progress | None = None) -> str | None:
-    """Run one job; return ``None`` on success, else the error text (also in the store)."""
-    try:
-        run_experiment(
-            job.experiment, job.overrides, job.out_dir, store_path=store_path, progress=progress
-        )
-    except Exception:
-        return traceback.format_exc()
+def _next(runner: Dispatch, pending: list[GridJob], outcomes: list[GridOutcome]) -> Claimed | None:
+    """Claim the next pending point that is neither done nor running elsewhere."""
+    while pending:
+        job = pending.pop()
+        claimed = runner.claim(job)
+        if not isinstance(claimed, GridOutcome):
+            return (job, *claimed)
+        outcomes.append(claimed)
     return None
 
 
-def _worker(job: GridJob, store_path: Path, module: str) -> str | None:
-    """Entry point of a worker process: make sure the experiment is registered, then run."""
-    if module not in sys.modules and module != "__main__":
-        importlib.import_module(module)
-    return _run_job(job, store_path)
+def _run_pool(runner: Dispatch, jobs: Sequence[GridJob], workers: int) -> list[GridOutcome]:
+    """Run ``jobs`` on local worker processes, claiming each point just before it starts.
 
-
-def _run_pool(
-    jobs: Sequence[GridJob], store_path: Path, workers: int, counter: _Counter
-) -> list[GridOutcome]:
-    # "spawn": a forked child of a process that already ran OpenMP code can hang.
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(_worker, j, store_path, _module_of(j.experiment)): j for j in jobs}
-        return [
-            _outcome(futures[f], _result_or_text(f.result), counter) for f in as_completed(futures)
-        ]
-
-
-def _result_or_text(get: Callable[[], str | None]) -> str | None:
+    A point whose worker died before receiving it keeps its claim and goes to the next worker;
+    a point whose worker died while running it is recorded as interrupted.
+    """
+    pool = WorkerPool(min(workers, len(jobs)), sorted({module_of(j.experiment) for j in jobs}))
+    pending, ready, outcomes = list(reversed(jobs)), list[Claimed](), list[GridOutcome]()
     try:
-        return get()
-    except Exception:  # the worker process itself died
-        return traceback.format_exc()
-
-
-def _module_of(name: str) -> str:
-    return get_experiment(name).run_fn.__module__
+        while pending or ready or pool.busy():
+            for worker in pool.idle() if pending or ready else []:
+                item = ready.pop() if ready else _next(runner, pending, outcomes)
+                if item is not None and not pool.submit(worker, item, task(*item)):
+                    ready.append(item)  # that worker had died: the next one takes it
+            for worker, (job, run_id, folder), reply in pool.wait():
+                if reply is None:
+                    why = f"worker process {worker.process.pid} " + exit_text(
+                        worker.extra.get("exitcode")
+                    )
+                    outcomes.append(runner.interrupted(job, run_id, folder, why))
+                else:
+                    outcomes.append(runner.settle(job, run_id, folder, reply))
+    except BaseException as exc:  # a signal or Ctrl-C: stop the workers, record their runs
+        pool.close(kill=True)
+        for job, run_id, folder in [w.job for w in pool.busy()] + ready:
+            runner.interrupted(job, run_id, folder, interrupt_reason(exc))
+        raise
+    pool.close()
+    return outcomes
 
 
 def _import_ray() -> Any:
     return import_extra("ray", "distributed", "the ray backend")
-
-
-def _run_ray(jobs: Sequence[GridJob], store_path: Path, counter: _Counter) -> list[GridOutcome]:
-    ray = _import_ray()
-    if not ray.is_initialized():
-        ray.init()
-    remote = ray.remote(_worker)
-    refs = {remote.remote(j, store_path, _module_of(j.experiment)): j for j in jobs}
-    outcomes: list[GridOutcome] = []
-    pending = list(refs)
-    while pending:
-        ready, pending = ray.wait(pending, num_returns=1)
-        ref = ready[0]
-        outcomes.append(
-            _outcome(refs[ref], _result_or_text(functools.partial(ray.get, ref)), counter)
-        )
-    return outcomes

@@ -16,6 +16,7 @@ import base64
 import html
 import json
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from PIL import Image
 
 from trainleak.audit.report_card import CARD_CSS, LEVEL_TITLES, card_html, index_plot
 from trainleak.audit.runner import RESULT_FILE
-from trainleak.audit.store import ResultStore, RunRecord, is_sqlite_file
+from trainleak.audit.store import ResultStore, RunRecord
 from trainleak.errors import DataNotFoundError
 
 _CSS = """
@@ -38,7 +39,7 @@ th,td{border:1px solid #d0d7de;padding:.25rem .55rem;text-align:left;vertical-al
 th{background:#f3f5f7}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .status{display:inline-block;padding:.05rem .5rem;border-radius:.8rem;font-size:.8rem}
 .done{background:#dafbe1;color:#116329}.failed{background:#ffebe9;color:#a40e26}
-.running{background:#fff8c5;color:#7d4e00}
+.running{background:#fff8c5;color:#7d4e00}.interrupted{background:#eaeef2;color:#424a53}
 ul.claims{list-style:none;padding-left:0}ul.claims li{margin:.5rem 0;padding:.4rem .6rem;
 border-left:4px solid}li.holds{border-color:#1a7f37;background:#f0fff4}
 li.fails{border-color:#cf222e;background:#fff5f5}.mark{font-weight:700;margin-right:.4rem}
@@ -89,9 +90,21 @@ def write_report(sources: Sequence[str | Path], out_html: str | Path) -> Path:
 
 
 def load_runs(source: Path) -> list[RunView]:
-    """The runs in one source (see :func:`write_report`)."""
-    if is_sqlite_file(source):
-        return [_from_record(rec) for rec in ResultStore(source).rows()]
+    """The runs in one source (see :func:`write_report`).
+
+    A store is opened read-only (the report never writes to it) and must be a trainleak
+    store; a run's files are read only from its own folder, and only when that folder's
+    ``result.json`` names the same run.
+
+    Raises:
+        StoreError: ``source`` is a file but not a trainleak store.
+    """
+    if source.is_file() and source.name != RESULT_FILE:
+        records = ResultStore(source, readonly=True).rows()  # refuses a non-trainleak file
+        shared = Counter(rec.out_dir for rec in records if rec.out_dir)
+        return [_from_record(rec, shared[rec.out_dir or ""] == 1) for rec in records]
+    if source.is_file():
+        source = source.parent
     if (source / RESULT_FILE).is_file():
         return [_from_result_dir(source)]
     children = sorted(p.parent for p in source.glob(f"*/{RESULT_FILE}")) if source.is_dir() else []
@@ -103,8 +116,19 @@ def load_runs(source: Path) -> list[RunView]:
     return [_from_result_dir(p) for p in children]
 
 
+def _read_doc(folder: Path) -> dict[str, Any]:
+    path = folder / RESULT_FILE
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DataNotFoundError(f"{str(path)!r} is not a readable result file: {exc}") from None
+    if not isinstance(doc, dict):
+        raise DataNotFoundError(f"{str(path)!r} is not a result file (not a JSON object)")
+    return doc
+
+
 def _from_result_dir(folder: Path, base: RunView | None = None) -> RunView:
-    doc = json.loads((folder / RESULT_FILE).read_text(encoding="utf-8"))
+    doc = _read_doc(folder)
     view = base or RunView(title=folder.name, experiment=str(doc.get("experiment", "")))
     view.config = doc.get("config") or view.config
     view.metrics = doc.get("metrics") or view.metrics
@@ -112,20 +136,33 @@ def _from_result_dir(folder: Path, base: RunView | None = None) -> RunView:
     view.tables = doc.get("tables") or {}
     view.notes = doc.get("notes") or ""
     view.seconds = doc.get("wall_seconds")
-    view.images = _images(folder, doc.get("artifacts") or {})
+    artifacts = doc.get("artifacts")
+    view.images = _images(folder, artifacts if isinstance(artifacts, dict) else {})
     view.risk = doc.get("risk") if isinstance(doc.get("risk"), dict) else None
     return view
 
 
 def _images(folder: Path, artifacts: Mapping[str, str]) -> dict[str, Path]:
-    return {
-        name: folder / rel
-        for name, rel in artifacts.items()
-        if str(rel).lower().endswith(".png") and (folder / rel).is_file()
-    }
+    """PNG artifacts that lie inside ``folder`` (after resolving links); others are dropped."""
+    root = folder.resolve()
+    found = {}
+    for name, rel in artifacts.items():
+        path = (folder / str(rel)).resolve()
+        if str(rel).lower().endswith(".png") and path.is_relative_to(root) and path.is_file():
+            found[name] = path
+    return found
 
 
-def _from_record(rec: RunRecord) -> RunView:
+def _owns(doc: Mapping[str, Any], rec: RunRecord, sole: bool) -> bool:
+    """Whether ``result.json`` document ``doc`` is run ``rec``'s: it names the run, or (written
+    before result files named their run) it is the only run of the store in that folder, with
+    the same experiment and config."""
+    if doc.get("run_id") is not None:
+        return bool(doc["run_id"] == rec.id)
+    return sole and doc.get("experiment") == rec.experiment and doc.get("config") == rec.config
+
+
+def _from_record(rec: RunRecord, sole: bool = True) -> RunView:
     folder = Path(rec.out_dir) if rec.out_dir else None
     view = RunView(
         title=f"run {rec.id}: {rec.experiment}" + (f" ({folder.name})" if folder else ""),
@@ -136,8 +173,13 @@ def _from_record(rec: RunRecord) -> RunView:
         claims=rec.claims,
         error=rec.error,
     )
-    if rec.status == "done" and folder is not None and (folder / RESULT_FILE).is_file():
-        return _from_result_dir(folder, view)
+    if folder is not None and (folder / RESULT_FILE).is_file():
+        try:
+            doc = _read_doc(folder)
+        except DataNotFoundError:
+            doc = {}
+        if _owns(doc, rec, sole):
+            return _from_result_dir(folder, view)
     return view
 
 
@@ -243,7 +285,7 @@ def _figure(name: str, path: Path) -> str:
 
 
 def _status(status: str) -> str:
-    cls = status if status in ("done", "failed", "running") else "running"
+    cls = status if status in ("done", "failed", "running", "interrupted") else "running"
     return f'<span class="status {cls}">{_e(status)}</span>'
 
 

@@ -4,7 +4,9 @@
 into ``out_dir``:
 
 - ``result.json``: experiment, config, metrics, claims (text, holds, evidence), tables, notes,
-  artifacts, wall seconds (see :mod:`trainleak.audit.serialize` for the JSON rules);
+  artifacts, wall and CPU seconds, and the run's id in the store (see
+  :mod:`trainleak.audit.serialize` for the JSON rules);
+- ``.trainleak-run``: the marker that makes the folder this run's own (:func:`claim_folder`);
 - ``images/<name>.png`` for every ``result.images`` entry (Pillow);
 - ``figures/<name>.png`` for every ``result.figures`` entry (matplotlib's ``savefig``; no
   backend is switched globally).
@@ -12,17 +14,22 @@ into ``out_dir``:
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import sys
 import time
 import traceback
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
+from trainleak.audit._owner import Heartbeat
+from trainleak.audit._signals import RunInterrupted, interrupt_reason, signals_raise
 from trainleak.audit.serialize import dumps, to_jsonable
 from trainleak.audit.store import ResultStore
 from trainleak.errors import ShapeError
@@ -32,11 +39,91 @@ from trainleak.progress import Progress
 
 RESULT_FILE = "result.json"
 STORE_FILE = "trainleak.sqlite"
+MARKER_FILE = ".trainleak-run"
 
 
 def default_store_path(out_dir: str | Path) -> Path:
     """The store used when none is given: ``<out_dir>/../trainleak.sqlite``."""
     return Path(out_dir).resolve().parent / STORE_FILE
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """A finished run: its id in the store, its own folder and its result."""
+
+    run_id: int
+    out_dir: Path
+    result: Result
+
+
+def claim_folder(base: str | Path, run_id: int) -> Path:
+    """Take a fresh folder for run ``run_id``: ``base`` if free, else ``base-2``, ``base-3``...
+
+    A folder is taken by creating its marker file (``.trainleak-run``, holding the run id)
+    atomically (a hard link, or ``O_EXCL``), which only one process can do; a folder holding a
+    ``result.json`` of an earlier trainleak is taken too. So a second run never writes into the
+    folder of a first, even when both start at once with the same ``--out``.
+    """
+    base = Path(base)
+    text = json.dumps({"run_id": run_id}) + "\n"
+    for k in range(1, 100_000):
+        folder = base if k == 1 else base.with_name(f"{base.name}-{k}")
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / RESULT_FILE).exists() and _take(folder / MARKER_FILE, text):
+            return folder
+    raise RuntimeError(f"no free run folder next to {base}")  # pragma: no cover
+
+
+def _take(marker: Path, text: str) -> bool:
+    """Create ``marker`` holding ``text`` unless it exists, atomically: the text is written to
+    a private file first and hard-linked into place (never an empty marker, even if the process
+    is killed); without hard links, an exclusive create."""
+    tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    try:
+        os.link(tmp, marker)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:  # a file system without hard links
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def execute(
+    name: str,
+    overrides: Mapping[str, Any] | None,
+    out_dir: Path,
+    run_id: int | None = None,
+    progress: Progress | None = None,
+) -> tuple[Result, dict[str, Any]]:
+    """Run the experiment and write its files into ``out_dir``; no store is touched.
+
+    Returns:
+        The result and the ``result.json`` document (which records ``run_id``).
+    """
+    exp = get_experiment(name)
+    exp.check_extras()
+    config = exp.make_config(overrides)
+    config_dict = config.model_dump(mode="json")
+    start, cpu = time.perf_counter(), time.process_time()
+    result = exp.run(config, progress)
+    result.artifacts.update(write_artifacts(result, out_dir))
+    result.artifacts["result"] = RESULT_FILE
+    doc = result_document(result, config_dict, time.perf_counter() - start)
+    doc["cpu_seconds"] = time.process_time() - cpu  # this process's CPU time (all threads)
+    doc["run_id"] = run_id
+    tmp = out_dir / f".{RESULT_FILE}.tmp"
+    tmp.write_text(dumps(doc, indent=2))
+    os.replace(tmp, out_dir / RESULT_FILE)  # a reader never sees half a file
+    return result, doc
 
 
 def run_experiment(
@@ -49,43 +136,60 @@ def run_experiment(
 ) -> Result:
     """Run experiment ``name`` with config ``overrides`` and record it.
 
+    The same as :func:`record_run`, returning only the result.
+    """
+    return record_run(name, overrides, out_dir, store_path=store_path, progress=progress).result
+
+
+def record_run(
+    name: str,
+    overrides: Mapping[str, Any] | None,
+    out_dir: str | Path,
+    *,
+    store_path: str | Path | None = None,
+    progress: Progress | None = None,
+) -> RecordedRun:
+    """Run experiment ``name`` with config ``overrides``, in its own folder, and record it.
+
     Args:
         name: a registered experiment.
         overrides: config values; everything else keeps the experiment's defaults.
-        out_dir: folder for ``result.json``, images and figures (created if missing).
+        out_dir: the run's folder; when it already holds a run, the run goes to
+            ``out_dir-2`` (``-3``, ...) instead (see :func:`claim_folder`).
         store_path: the SQLite store; default :func:`default_store_path`.
         progress: callback ``progress(task, done, total)`` handed to the experiment.
 
     Returns:
-        The experiment's :class:`~trainleak.experiments.Result`, with ``artifacts`` filled in
-        (paths relative to ``out_dir``).
+        The run's id, its folder and the experiment's :class:`~trainleak.experiments.Result`,
+        with ``artifacts`` filled in (paths relative to the folder).
 
     Raises:
         ConfigError: for an unknown experiment or invalid overrides (nothing is recorded).
+        MissingExtraError: the experiment needs an extra that is not installed (nothing is
+            recorded).
+        RunInterrupted: SIGTERM or SIGHUP arrived; the row is marked ``interrupted``
+            (``KeyboardInterrupt`` likewise).
         Exception: whatever the experiment raises, after its row is marked ``failed`` with the
             traceback.
     """
     exp = get_experiment(name)
-    config = exp.make_config(overrides)
-    config_dict = config.model_dump(mode="json")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    store = ResultStore(store_path if store_path is not None else default_store_path(out))
-    run_id = store.start(name, config_dict, out.resolve())
-    start = time.perf_counter()
-    try:
-        result = exp.run(config, progress)
-        result.artifacts.update(write_artifacts(result, out))
-        result.artifacts["result"] = RESULT_FILE
-        seconds = time.perf_counter() - start
-        (out / RESULT_FILE).write_text(
-            dumps(result_document(result, config_dict, seconds), indent=2)
-        )
-    except BaseException:
-        store.fail(run_id, traceback.format_exc())
-        raise
-    store.finish(run_id, result)
-    return result
+    exp.check_extras()
+    config_dict = exp.make_config(overrides).model_dump(mode="json")
+    store = ResultStore(store_path if store_path is not None else default_store_path(out_dir))
+    with signals_raise(), Heartbeat(store.beat):
+        run_id = store.start(name, config_dict)
+        try:
+            folder = claim_folder(out_dir, run_id)
+            store.set_out_dir(run_id, folder.resolve())
+            result, doc = execute(name, overrides, folder, run_id, progress)
+        except (KeyboardInterrupt, RunInterrupted) as exc:
+            store.interrupt(run_id, interrupt_reason(exc))
+            raise
+        except BaseException:
+            store.fail(run_id, traceback.format_exc())
+            raise
+        store.finish(run_id, doc)
+    return RecordedRun(run_id, folder, result)
 
 
 def result_document(

@@ -18,12 +18,12 @@ import dataclasses
 import enum
 import json
 import math
+import sys
 from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 
 import numpy as np
-import torch
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -34,7 +34,7 @@ def to_jsonable(obj: Any) -> Any:
         return int(obj)
     if isinstance(obj, float):
         return _float(obj)
-    if isinstance(obj, np.generic | torch.Tensor | np.ndarray):
+    if isinstance(obj, np.generic | np.ndarray) or _is_tensor(obj):
         return _array(obj)
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
@@ -60,8 +60,15 @@ def _float(x: float) -> Any:
     return x
 
 
-def _array(x: np.generic | np.ndarray | torch.Tensor) -> Any:
-    if isinstance(x, torch.Tensor):
+def _is_tensor(obj: Any) -> bool:
+    # torch is looked up, not imported: no tensor exists unless its code already imported it
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor)
+
+
+def _array(x: Any) -> Any:
+    if _is_tensor(x):
+        torch = sys.modules["torch"]
         x = x.detach().cpu()
         x = x.numpy() if x.dtype != torch.bfloat16 else x.float().numpy()
     value = np.asarray(x).tolist()  # numpy scalars and arrays -> Python numbers and lists

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import pickle
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -82,14 +81,27 @@ def _field(batch: dict[Any, Any], key: str) -> Any:
     raise KeyError(key)
 
 
-def _read_py_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """One official python batch -> ((N, 3, 32, 32) uint8, (N,) int64), safely unpickled."""
+def _unpickle_batch(path: Path) -> dict[Any, Any]:
+    """The batch's dict; anything a malformed pickle raises becomes CorruptDataError."""
     try:
         batch = safe_load(path)
-        data, labels = _field(batch, "data"), np.asarray(_field(batch, "labels"))
     except UnsafeFileError:
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError) as exc:
+    except (Exception, RecursionError) as exc:  # a pickle parser can fail in many ways
+        raise corrupt_error(path, f"not a CIFAR-10 python batch ({exc!r})") from exc
+    if not isinstance(batch, dict):
+        raise corrupt_error(
+            path, f"it unpickles to {type(batch).__name__}, expected a dict of 'data' and 'labels'"
+        )
+    return batch
+
+
+def _read_py_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One official python batch -> ((N, 3, 32, 32) uint8, (N,) int64), safely unpickled."""
+    batch = _unpickle_batch(path)
+    try:
+        data, labels = _field(batch, "data"), np.asarray(_field(batch, "labels"))
+    except (KeyError, ValueError, TypeError) as exc:
         raise corrupt_error(path, f"not a CIFAR-10 python batch ({exc!r})") from exc
     if not (isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 2):
         raise corrupt_error(path, "'data' is not a 2-D uint8 array")

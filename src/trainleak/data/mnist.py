@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import math
 import zlib
 from pathlib import Path
 from typing import Literal
@@ -48,7 +49,7 @@ def read_idx(path: Path, ndim: int) -> np.ndarray:
             path, f"IDX magic number {magic:#06x}, expected {_IDX_UBYTE | ndim:#06x}"
         )
     shape = tuple(int(d) for d in np.frombuffer(raw, ">u4", ndim, offset=4))
-    expected = header + int(np.prod(shape))
+    expected = header + math.prod(shape)  # Python integers: a lying header cannot overflow
     if len(raw) != expected:
         raise corrupt_error(
             path, f"{len(raw)} bytes, but its header {shape} needs {expected} (truncated?)"

@@ -29,8 +29,11 @@ def available_experiments() -> dict[str, Experiment]:
 
 
 def get_experiment(name: str) -> Experiment:
-    """The experiment registered as ``name``."""
-    exps = available_experiments()
+    """The experiment registered as ``name`` (importing every experiment module only when it
+    is not registered yet)."""
+    exps = registered_experiments()
+    if name not in exps:
+        exps = available_experiments()
     if name not in exps:
         raise ConfigError.invalid("experiment", f"one of {sorted(exps)}", name)
     return exps[name]

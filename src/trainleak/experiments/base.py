@@ -16,16 +16,20 @@ Every experiment follows one shape:
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from trainleak.errors import ConfigError
+from trainleak.errors import ConfigError, MissingExtraError
 from trainleak.experiments.risk import RiskCard
 from trainleak.progress import Progress
+
+MAX_SEED = 2**31 - 1
+"""The largest seed an experiment config accepts."""
 
 
 class ExperimentConfig(BaseModel):
@@ -33,7 +37,9 @@ class ExperimentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    seed: int = 0
+    # bounded so that every generator it seeds (torch, numpy, scikit-learn) accepts it, with
+    # room for the offsets experiments add (seed * 100003 + k stays far below 2**63)
+    seed: int = Field(0, ge=0, le=MAX_SEED)
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,13 @@ class Result:
         self.claims.append(Claim(text=text, holds=bool(holds), evidence=evidence))
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a broken install
+        return False
+
+
 C = TypeVar("C", bound=ExperimentConfig)
 RunFn = Callable[[Any, Progress | None], Result]
 
@@ -129,6 +142,22 @@ class Experiment:
     summary: str
     config_type: type[ExperimentConfig]
     run_fn: RunFn
+    requires: tuple[tuple[str, str], ...] = ()
+    """Optional dependencies: ``(module, extra)`` pairs, e.g. ``(("opacus", "dp"),)``."""
+
+    def missing_extras(self) -> list[str]:
+        """The extras (of ``requires``) whose module is not installed; nothing is imported."""
+        return sorted({extra for module, extra in self.requires if not _installed(module)})
+
+    def check_extras(self) -> None:
+        """Raise :class:`MissingExtraError` with the one ``pip install`` line if one is missing."""
+        missing = self.missing_extras()
+        if missing:
+            modules = sorted({m for m, e in self.requires if e in missing})
+            raise MissingExtraError(
+                f"experiment {self.name!r} needs {', '.join(modules)}, which is not installed: "
+                f"pip install 'trainleak[{','.join(missing)}]'"
+            )
 
     def make_config(self, overrides: Mapping[str, Any] | None = None) -> ExperimentConfig:
         """Validate ``overrides`` against the config; errors name field, expectation and value."""
@@ -145,15 +174,22 @@ _EXPERIMENTS: dict[str, Experiment] = {}
 
 
 def experiment(
-    name: str, summary: str, config_type: type[C]
+    name: str, summary: str, config_type: type[C], *, requires: Mapping[str, str] | None = None
 ) -> Callable[[Callable[[C, Progress | None], Result]], Callable[[C, Progress | None], Result]]:
-    """Decorator registering ``run(config, progress) -> Result`` as experiment ``name``."""
+    """Decorator registering ``run(config, progress) -> Result`` as experiment ``name``.
+
+    Args:
+        requires: optional modules it needs, mapped to the trainleak extra that installs them
+            (``{"opacus": "dp"}``); ``trainleak list`` marks the experiment when one is missing
+            and running it names the ``pip install`` line instead of failing mid-run.
+    """
 
     def wrap(fn: Callable[[C, Progress | None], Result]) -> Callable[[C, Progress | None], Result]:
         existing = _EXPERIMENTS.get(name)
         if existing is not None and existing.run_fn.__qualname__ != fn.__qualname__:
             raise TypeError(f"experiment name {name!r} is taken")
-        _EXPERIMENTS[name] = Experiment(name, summary, config_type, fn)
+        needs = tuple(sorted((requires or {}).items()))
+        _EXPERIMENTS[name] = Experiment(name, summary, config_type, fn, needs)
         return fn
 
     return wrap
@@ -167,9 +203,12 @@ def registered_experiments() -> dict[str, Experiment]:
 def parse_config(config_type: type[C], values: dict[str, Any]) -> C:
     """Validate ``values``; a :class:`ConfigError` names the field, expectation and value."""
     try:
-        return config_type.model_validate(values)
+        config = config_type.model_validate(values)
     except ValidationError as exc:
         err = exc.errors()[0]
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, ConfigError):  # raised by a model validator: already clear
+            raise cause from None
         loc = ".".join(str(p) for p in err["loc"]) or "config"
         if err["type"] == "extra_forbidden":
             fields = sorted(config_type.model_fields)
@@ -177,3 +216,18 @@ def parse_config(config_type: type[C], values: dict[str, Any]) -> C:
                 f"unknown config field {loc!r} for {config_type.__name__}; known fields: {fields}"
             ) from None
         raise ConfigError.invalid(loc, err["msg"].lower(), err.get("input")) from None
+    _check_sweeps(config)
+    return config
+
+
+def _check_sweeps(config: ExperimentConfig) -> None:
+    """Refuse to empty a sweep: a list field whose default has values (a sweep, or a set of
+    cases) measures nothing when empty. A field may opt out with
+    ``Field(..., json_schema_extra={"empty_ok": True})`` (e.g. the hidden widths of a model)."""
+    for name, info in type(config).model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        value = getattr(config, name)
+        if isinstance(value, list) and not value and not extra.get("empty_ok"):
+            if not info.get_default(call_default_factory=True):
+                continue  # empty by default: not a sweep
+            raise ConfigError.invalid(name, "a non-empty list (a sweep needs a value)", value)

@@ -322,6 +322,7 @@ def _figure(table: list[dict[str, Any]]) -> Figure:
     "dpsgd-distortion-bound",
     "DP-SGD rate-distortion lower bound vs informed attacks and reference bounds (seed 2)",
     DPSGDBoundConfig,
+    requires={"opacus": "dp"},
 )
 def run(config: DPSGDBoundConfig, progress: Progress | None = None) -> Result:
     """Bounds, reference bounds and attacks, epsilon sweep then concentrating regime."""

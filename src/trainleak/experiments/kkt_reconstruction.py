@@ -45,7 +45,7 @@ class KKTConfig(ExperimentConfig):
     dataset: Literal["digits", "mnist", "cifar10"] = "digits"
     data_dir: str | None = None
     per_class: int = Field(50, ge=1, description="training images per binary label")
-    hidden: list[int] = Field(default_factory=lambda: [1000])
+    hidden: list[int] = Field(default_factory=lambda: [1000], json_schema_extra={"empty_ok": True})
     init_scale: float = Field(0.03, gt=0)
     first_bias: bool = False
     train_optimizer: Literal["gd", "sgd", "adam", "muon", "signum"] = "gd"

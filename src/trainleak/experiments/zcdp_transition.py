@@ -23,10 +23,12 @@ from typing import Any
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from trainleak.attacks.informed import InformedRidgeAttack
 from trainleak.bounds.zcdp import zcdp_mse_bound
 from trainleak.data import load_digits
+from trainleak.errors import ConfigError
 from trainleak.experiments.base import (
     Claim,
     ClaimFn,
@@ -46,12 +48,22 @@ from trainleak.systems.mechanisms import ridge_output_perturbation, sphere_recor
 class ZCDPTransitionConfig(ExperimentConfig):
     """Config of ``zcdp-transition``."""
 
-    dims: list[int] = [16, 64, 256]
-    rho_over_dim: list[float] = [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0]
-    trials: int = 30
-    subspace_dim: int = 256
-    subspace_rank: int = 8
-    digits_rank: int = 10
+    dims: list[PositiveInt] = Field([16, 64, 256], min_length=1)
+    rho_over_dim: list[PositiveFloat] = Field(
+        [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0], min_length=1
+    )
+    trials: int = Field(30, ge=2, description="records per point (a standard error needs 2)")
+    subspace_dim: int = Field(256, ge=2)
+    subspace_rank: int = Field(8, ge=1)
+    digits_rank: int = Field(10, ge=1, le=64, description="PCA rank of the 64-pixel digits")
+
+    @model_validator(mode="after")
+    def _rank_fits(self) -> ZCDPTransitionConfig:
+        if self.subspace_rank > self.subspace_dim:
+            raise ConfigError.invalid(
+                "subspace_rank", f"at most subspace_dim = {self.subspace_dim}", self.subspace_rank
+            )
+        return self
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from torch import nn
 
 from trainleak.errors import ConfigError
 from trainleak.models.convnet import ConvNet
+from trainleak.models.memory import check_fits, parameter_count
 from trainleak.models.mlp import MLP, HomogeneousMLP
 from trainleak.models.spec import ModelSpec, StateDict
 
@@ -41,10 +42,16 @@ def build_model(
         state: a state dict to load instead of a fresh initialisation.
 
     Raises:
-        ConfigError: unknown kind, or keywords the architecture does not take.
+        ConfigError: unknown kind, keywords the architecture does not take, or a model too
+            large for the memory available (checked before any weight is allocated).
     """
     if spec.kind not in _BUILDERS:
         raise ConfigError.invalid("architecture.kind", f"one of {available_models()}", spec.kind)
+    try:
+        count = parameter_count(_BUILDERS[spec.kind], dict(spec.kwargs))
+    except TypeError as exc:
+        raise ConfigError(f"architecture {spec.kind!r}: {exc}") from None
+    check_fits(spec.kind, dict(spec.kwargs), count)
     with torch.random.fork_rng(devices=[]):
         if seed is not None:
             torch.manual_seed(seed)

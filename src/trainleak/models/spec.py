@@ -7,13 +7,14 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from trainleak.errors import UnsafeFileError
+from trainleak.errors import ConfigError, MalformedFileError, UnsafeFileError
 from trainleak.models.tensor_files import read_tensor_file, sniff
 
 StateDict = dict[str, torch.Tensor]
@@ -39,11 +40,40 @@ def load_state_dict(path: str | Path) -> StateDict:
     arbitrary pickles are refused: unpickling runs code chosen by whoever wrote the file.
 
     Raises:
-        FileNotFoundError: the file does not exist.
+        DataNotFoundError: the file does not exist.
         UnsafeFileError: the file is a pickle, or a torch file whose contents need unpickling.
         MalformedFileError: a damaged or lying file (see :func:`read_tensor_file`).
     """
     return read_tensor_file(path, finite=False)
+
+
+def read_safetensors(path: Path) -> StateDict:
+    """Tensors of a weights file of a release folder (:func:`read_tensor_file`, NaN allowed);
+    a malformed one is a :class:`~trainleak.errors.MalformedFileError`."""
+    return read_tensor_file(path, finite=False)
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; anything else is a :class:`MalformedFileError`."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise MalformedFileError(path, "", f"not readable JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise MalformedFileError(path, "", f"a JSON {type(doc).__name__}, not an object")
+    return doc
+
+
+def spec_from_json(value: Any, where: str) -> ModelSpec:
+    """A :class:`ModelSpec` from its JSON form ``{"kind": ..., "kwargs": {...}}``."""
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("kind"), str)
+        or not isinstance(value.get("kwargs", {}), dict)
+        or set(value) - {"kind", "kwargs"}
+    ):
+        raise ConfigError.invalid(where, '{"kind": name, "kwargs": {...}}', value)
+    return ModelSpec(value["kind"], dict(value.get("kwargs", {})))
 
 
 def refuse_pickle(p: Path) -> None:

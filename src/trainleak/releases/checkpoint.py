@@ -13,10 +13,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
-from trainleak.errors import ConfigError
-from trainleak.models.spec import ModelSpec, StateDict, refuse_pickle
+from trainleak.errors import ConfigError, DataNotFoundError, TrainleakError
+from trainleak.models.spec import (
+    ModelSpec,
+    StateDict,
+    read_json_object,
+    read_safetensors,
+    refuse_pickle,
+    spec_from_json,
+)
 from trainleak.releases.base import Release
 
 
@@ -95,7 +102,9 @@ class Checkpoint(Release):
         """Load a checkpoint directory written by :meth:`save`.
 
         Raises:
-            FileNotFoundError: the directory or one of its files is missing.
+            DataNotFoundError: the directory or one of its files is missing
+                (``CorruptDataError``: a file is not readable JSON or safetensors).
+            ConfigError: the metadata is malformed (the message names the file).
             UnsafeFileError: the path is a pickle, or a torch file that needs unpickling.
         """
         p = Path(path)
@@ -107,15 +116,22 @@ class Checkpoint(Release):
         weights, meta_path = p / "weights.safetensors", p / "release.json"
         for f in (weights, meta_path):
             if not f.exists():
-                raise FileNotFoundError(f"checkpoint file {f} is missing (looked in {p})")
-        meta = json.loads(meta_path.read_text())
-        tensors = load_file(str(weights))
+                raise DataNotFoundError(f"checkpoint file {f} is missing (looked in {p})")
+        meta = read_json_object(meta_path)
+        tensors = read_safetensors(weights)
         final = {k[len("final.") :]: v for k, v in tensors.items() if k.startswith("final.")}
         initial = {k[len("initial.") :]: v for k, v in tensors.items() if k.startswith("initial.")}
-        return cls(
-            architecture=ModelSpec(**meta["architecture"]),
-            final=final,
-            initial=initial or None,
-            optimizer=OptimizerSpec(**meta["optimizer"]) if meta.get("optimizer") else None,
-            training=TrainingSpec(**meta["training"]) if meta.get("training") else None,
-        )
+        try:
+            opt, train = meta.get("optimizer"), meta.get("training")
+            return cls(
+                architecture=spec_from_json(meta.get("architecture"), "architecture"),
+                final=final,
+                initial=initial or None,
+                optimizer=OptimizerSpec(**opt) if opt else None,
+                training=TrainingSpec(**train) if train else None,
+            )
+        except TrainleakError as exc:  # name the file in the message
+            exc.args = (f"{meta_path}: {exc}", *exc.args[1:])
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise ConfigError(f"{meta_path}: malformed checkpoint metadata ({exc})") from None

@@ -20,11 +20,18 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
-from trainleak.errors import ConfigError, ShapeError
+from trainleak.errors import ConfigError, DataNotFoundError, ShapeError, TrainleakError
 from trainleak.models.registry import build_model
-from trainleak.models.spec import ModelSpec, StateDict, load_state_dict
+from trainleak.models.spec import (
+    ModelSpec,
+    StateDict,
+    load_state_dict,
+    read_json_object,
+    read_safetensors,
+    spec_from_json,
+)
 from trainleak.releases.base import Release
 from trainleak.validation import check_fields, param
 
@@ -113,25 +120,34 @@ class GradientUpdate(Release):
         """Read a directory written by :meth:`save` (safetensors only, never a pickle).
 
         Raises:
-            FileNotFoundError: a file is missing.
+            DataNotFoundError: a file is missing (``CorruptDataError``: not readable JSON or
+                safetensors).
+            ConfigError, ShapeError: the metadata or tensors do not make a valid update (the
+                message names the file).
         """
         d = Path(directory)
         for f in (d / "update.safetensors", d / "release.json"):
             if not f.exists():
-                raise FileNotFoundError(f"gradient-update file {f} is missing (looked in {d})")
-        meta = json.loads((d / "release.json").read_text())
-        tensors = load_file(str(d / "update.safetensors"))
+                raise DataNotFoundError(f"gradient-update file {f} is missing (looked in {d})")
+        meta = read_json_object(d / "release.json")
+        tensors = read_safetensors(d / "update.safetensors")
         params = {k[11:]: v for k, v in tensors.items() if k.startswith("parameters.")}
         update = {k[7:]: v for k, v in tensors.items() if k.startswith("update.")}
-        return cls(
-            architecture=ModelSpec(**meta["architecture"]),
-            parameters=params,
-            update=update,
-            batch_size=meta.get("batch_size"),
-            local_steps=int(meta.get("local_steps", 1)),
-            learning_rate=meta.get("learning_rate"),
-            kind=meta.get("kind", "gradient"),
-        )
+        try:
+            return cls(
+                architecture=spec_from_json(meta.get("architecture"), "architecture"),
+                parameters=params,
+                update=update,
+                batch_size=meta.get("batch_size"),
+                local_steps=meta.get("local_steps", 1),
+                learning_rate=meta.get("learning_rate"),
+                kind=meta.get("kind", "gradient"),
+            )
+        except TrainleakError as exc:  # name the file in the message
+            exc.args = (f"{d / 'release.json'}: {exc}", *exc.args[1:])
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError, RuntimeError) as exc:
+            raise ConfigError(f"{d}: malformed gradient update ({exc})") from None
 
     @classmethod
     def from_files(
