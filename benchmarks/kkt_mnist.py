@@ -57,12 +57,17 @@ TABLE = "scores (every method, every seed)"
 RUNS = "training and attack (per seed)"
 
 
-def _one(overrides: dict[str, Any], cache: Path) -> dict[str, Any]:
-    """Run one experiment config (or read it from the cache): its rows and timings."""
+def _one(overrides: dict[str, Any], cache: Path, run: bool = True) -> dict[str, Any] | None:
+    """Run one experiment config (or read it from the cache): its rows and timings.
+
+    With ``run=False`` only the cache is read (``None`` when the run is not there).
+    """
     key = json.dumps(overrides, sort_keys=True)
     path = cache / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
     if path.is_file():
-        return json.loads(path.read_text())
+        return dict(json.loads(path.read_text()))
+    if not run:
+        return None
     exp = get_experiment("kkt-reconstruction")
     start = time.perf_counter()
     result = exp.run(exp.make_config(overrides))
@@ -77,9 +82,11 @@ def _one(overrides: dict[str, Any], cache: Path) -> dict[str, Any]:
     return rec
 
 
-def _run_all(configs: list[dict[str, Any]], cache: Path, jobs: int) -> list[dict[str, Any]]:
-    if jobs <= 1:
-        return [_one(c, cache) for c in configs]
+def _run_all(
+    configs: list[dict[str, Any]], cache: Path, jobs: int, run: bool = True
+) -> list[dict[str, Any] | None]:
+    if jobs <= 1 or not run:
+        return [_one(c, cache, run) for c in configs]
     with ProcessPoolExecutor(jobs) as pool:
         return list(pool.map(_one, configs, [cache] * len(configs)))
 
@@ -120,6 +127,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/trainleak_kkt_mnist_cache"))
     parser.add_argument("--out", type=Path, default=OUT, help="folder for the results")
+    parser.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="run nothing; report the cached runs (a partial report if seeds are missing)",
+    )
     parser.add_argument("--set", action="append", default=[], help="config override key=value")
     args = parser.parse_args()
     base = dict(DEFAULTS)
@@ -133,14 +145,20 @@ def main() -> None:
         | {"untrained_control": False}
         for s in args.grid
     ]
-    tuned = _run_all(tune_cfgs, args.cache, args.jobs)
+    run = not args.cached_only
+    tuned_or_none = _run_all(tune_cfgs, args.cache, args.jobs, run)
+    tuned = [t for t in tuned_or_none if t is not None]
+    if len(tuned) < len(tune_cfgs):
+        raise SystemExit(f"{len(tune_cfgs) - len(tuned)} tuning runs are not in the cache yet")
     best = max(range(len(tuned)), key=lambda i: _margin(tuned[i]))
     chosen = args.grid[best]
     eval_cfgs = [
         {**base, "init_scale": chosen, "pool": "evaluation", "seed": s, "seeds": 1}
         for s in range(args.seeds)
     ]
-    evaluated = _run_all(eval_cfgs, args.cache, args.jobs)
+    evaluated = [e for e in _run_all(eval_cfgs, args.cache, args.jobs, run) if e is not None]
+    if not evaluated:
+        raise SystemExit("no evaluation run is in the cache yet")
     record = _record(args, base, tuned, chosen, evaluated, time.perf_counter() - start)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "kkt_mnist.json").write_text(json.dumps(record, indent=2, default=str))
@@ -177,7 +195,8 @@ def _record(
             for s, rec in zip(args.grid, tuned)
         ],
         "chosen_init_scale": chosen,
-        "evaluation_seeds": list(range(args.seeds)),
+        "evaluation_seeds": [json.loads(e["key"])["seed"] for e in evaluated],
+        "planned_seeds": args.seeds,
         "summary": _summary(scores),
         "scores": scores,
         "runs": runs,
@@ -208,13 +227,22 @@ def _markdown(rec: dict[str, Any]) -> str:
         "# KKT reconstruction on MNIST odd/even",
         "",
         f"Command: `python benchmarks/kkt_mnist.py --grid {' '.join(map(str, rec['grid']))} "
-        f"--seeds {len(rec['evaluation_seeds'])}` (config in kkt_mnist.json). "
+        f"--seeds {rec['planned_seeds']}` (config in kkt_mnist.json). "
         f"{2 * cfg['per_class']} training images per seed, {arch} bias-free MLP, full-batch GD "
         f"{cfg['train_steps']} steps, KKT attack {cfg['attack_steps']} steps with "
         f"{rec['summary'][0]['candidates']} candidates. Mean training {train_s:.0f} s, "
         f"reconstruction {attack_s:.0f} s per seed, {rec['machine']['threads']} torch "
         "thread(s).",
         "",
+        *(
+            [
+                f"**PARTIAL**: {len(rec['evaluation_seeds'])} of {rec['planned_seeds']} "
+                "evaluation seeds finished when this report was written (`--cached-only`).",
+                "",
+            ]
+            if len(rec["evaluation_seeds"]) < rec["planned_seeds"]
+            else []
+        ),
         "## Init scale chosen on the validation half of the private pool",
         "",
         "| init scale | attack SSIM>=0.4 | best equal-budget baseline | attack specific "

@@ -186,7 +186,8 @@ def _interval(values: list[float]) -> tuple[float | None, float | None]:
     if len(values) < 2:
         return None, None
     lo, hi = mean_lower_bound(values, 0.975), mean_upper_bound(values, 0.975)
-    return (lo if math.isfinite(lo) else None), (hi if math.isfinite(hi) else None)
+    # + 0.0 turns -0.0 into 0.0
+    return (lo + 0.0 if math.isfinite(lo) else None), (hi + 0.0 if math.isfinite(hi) else None)
 
 
 def summary_rows(runs: Sequence[FingerprintRow], scores: Sequence[ScoreRow]) -> list[SummaryRow]:
