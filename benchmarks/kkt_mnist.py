@@ -140,25 +140,25 @@ def main() -> None:
         base[key] = yaml.safe_load(value)
     args.cache.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
+    run = not args.cached_only
     tune_cfgs = [
         {**base, "init_scale": s, "pool": "validation", "seed": args.tune_seed, "seeds": 1}
         | {"untrained_control": False}
         for s in args.grid
     ]
-    run = not args.cached_only
-    tuned_or_none = _run_all(tune_cfgs, args.cache, args.jobs, run)
-    tuned = [t for t in tuned_or_none if t is not None]
-    if len(tuned) < len(tune_cfgs):
-        raise SystemExit(f"{len(tune_cfgs) - len(tuned)} tuning runs are not in the cache yet")
-    best = max(range(len(tuned)), key=lambda i: _margin(tuned[i]))
-    chosen = args.grid[best]
+    tuned = [
+        (scale, rec)
+        for scale, rec in zip(args.grid, _run_all(tune_cfgs, args.cache, args.jobs, run))
+        if rec is not None
+    ]
+    if not tuned:
+        raise SystemExit("no tuning run is in the cache yet")
+    chosen = max(tuned, key=lambda t: _margin(t[1]))[0]
     eval_cfgs = [
         {**base, "init_scale": chosen, "pool": "evaluation", "seed": s, "seeds": 1}
         for s in range(args.seeds)
     ]
     evaluated = [e for e in _run_all(eval_cfgs, args.cache, args.jobs, run) if e is not None]
-    if not evaluated:
-        raise SystemExit("no evaluation run is in the cache yet")
     record = _record(args, base, tuned, chosen, evaluated, time.perf_counter() - start)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "kkt_mnist.json").write_text(json.dumps(record, indent=2, default=str))
@@ -169,7 +169,7 @@ def main() -> None:
 def _record(
     args: argparse.Namespace,
     base: dict[str, Any],
-    tuned: list[dict[str, Any]],
+    tuned: list[tuple[float, dict[str, Any]]],
     chosen: float,
     evaluated: list[dict[str, Any]],
     wall: float,
@@ -180,7 +180,7 @@ def _record(
     rows += [ScoreRow(**s) for s in scores]
     exp = get_experiment("kkt-reconstruction")
     cfg = exp.make_config({**base, "init_scale": chosen, "seeds": args.seeds})
-    claims = evaluate_claims(CLAIMS, rows, cfg)
+    claims = evaluate_claims(CLAIMS, rows, cfg) if rows else []
     return {
         "config": base,
         "grid": args.grid,
@@ -192,7 +192,7 @@ def _record(
                 "min_margin": rec["runs"][0]["min_margin"],
                 "wall_seconds": rec["wall_seconds"],
             }
-            for s, rec in zip(args.grid, tuned)
+            for s, rec in tuned
         ],
         "chosen_init_scale": chosen,
         "evaluation_seeds": [json.loads(e["key"])["seed"] for e in evaluated],
@@ -217,49 +217,75 @@ def _fmt(t: tuple[float, float, float], digits: int = 1) -> str:
     return f"{mean:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
-def _markdown(rec: dict[str, Any]) -> str:
-    runs = rec["runs"]
-    cfg = rec["config"]
+def _header(rec: dict[str, Any]) -> list[str]:
+    cfg, runs = rec["config"], rec["runs"]
     arch = "-".join(str(v) for v in [784, *cfg["hidden"], 1])
-    train_s = statistics.fmean(r["train_seconds"] for r in runs)
-    attack_s = statistics.fmean(r["attack_seconds"] for r in runs)
+    cands = rec["tuning"][0]["scores"][0]["candidates"]
+    timing = (
+        f" Mean training {statistics.fmean(r['train_seconds'] for r in runs):.0f} s, "
+        f"reconstruction {statistics.fmean(r['attack_seconds'] for r in runs):.0f} s per seed "
+        f"(wall, on a shared two-core machine), {rec['machine']['threads']} torch thread(s)."
+        if runs
+        else ""
+    )
     lines = [
         "# KKT reconstruction on MNIST odd/even",
         "",
         f"Command: `python benchmarks/kkt_mnist.py --grid {' '.join(map(str, rec['grid']))} "
         f"--seeds {rec['planned_seeds']}` (config in kkt_mnist.json). "
         f"{2 * cfg['per_class']} training images per seed, {arch} bias-free MLP, full-batch GD "
-        f"{cfg['train_steps']} steps, KKT attack {cfg['attack_steps']} steps with "
-        f"{rec['summary'][0]['candidates']} candidates. Mean training {train_s:.0f} s, "
-        f"reconstruction {attack_s:.0f} s per seed, {rec['machine']['threads']} torch "
-        "thread(s).",
+        f"{cfg['train_steps']} steps, KKT attack {cfg['attack_steps']} steps with {cands} "
+        f"candidates.{timing}",
         "",
-        *(
-            [
-                f"**PARTIAL**: {len(rec['evaluation_seeds'])} of {rec['planned_seeds']} "
-                "evaluation seeds finished when this report was written (`--cached-only`).",
-                "",
-            ]
-            if len(rec["evaluation_seeds"]) < rec["planned_seeds"]
-            else []
-        ),
+    ]
+    missing_tuning = len(rec["grid"]) - len(rec["tuning"])
+    if missing_tuning or len(rec["evaluation_seeds"]) < rec["planned_seeds"]:
+        lines += [
+            f"**PARTIAL** (`--cached-only`): {len(rec['tuning'])} of {len(rec['grid'])} tuning "
+            f"runs and {len(rec['evaluation_seeds'])} of {rec['planned_seeds']} evaluation seeds "
+            "had finished when this report was written.",
+            "",
+        ]
+    return lines
+
+
+def _markdown(rec: dict[str, Any]) -> str:
+    lines = [
+        *_header(rec),
         "## Init scale chosen on the validation half of the private pool",
         "",
         "| init scale | attack SSIM>=0.4 | best equal-budget baseline | attack specific "
-        "| min margin |",
-        "|---|---|---|---|---|",
+        "| best baseline specific | min margin |",
+        "|---|---|---|---|---|---|",
     ]
     for t in rec["tuning"]:
         att = next(r for r in t["scores"] if r["role"] == "attack")
-        best = max(r["ssim_04"] for r in t["scores"] if r["role"] in ("baseline", "control"))
+        others = [r for r in t["scores"] if r["role"] in ("baseline", "control")]
+        best = max(r["ssim_04"] for r in others)
+        best_spec = max(r["specific"] for r in others)
         lines.append(
             f"| {t['init_scale']:g} | {att['ssim_04']} | {best} | {att['specific']} | "
-            f"{t['min_margin']:.2f} |"
+            f"{best_spec} | {t['min_margin']:.2f} |"
         )
     lines += [
         "",
         f"Chosen: init scale {rec['chosen_init_scale']:g} (largest SSIM>=0.4 margin over the best "
         "equal-budget baseline; ties broken by the specificity count).",
+        "",
+        "Every method on the validation run (SSIM>=0.4 / specific, of "
+        f"{rec['tuning'][0]['scores'][0]['n']} images):",
+        "",
+        "| method | " + " | ".join(f"init {t['init_scale']:g}" for t in rec["tuning"]) + " |",
+        "|---|" + "---|" * len(rec["tuning"]),
+        *(
+            f"| {m} | "
+            + " | ".join(
+                "{ssim_04} / {specific}".format(**next(r for r in t["scores"] if r["method"] == m))
+                for t in rec["tuning"]
+            )
+            + " |"
+            for m in dict.fromkeys(r["method"] for r in rec["tuning"][0]["scores"])
+        ),
         "",
         f"## Evaluation half, seeds {rec['evaluation_seeds']}: mean [95% t interval] over seeds",
         "",
@@ -270,6 +296,8 @@ def _markdown(rec: dict[str, Any]) -> str:
         "| specific and SSIM>=0.4 |",
         "|---|---|---|---|---|---|---|",
     ]
+    if not rec["summary"]:
+        lines.append("| (no evaluation seed finished yet) | | | | | | |")
     for row in rec["summary"]:
         lines.append(
             f"| {row['method']} | {row['candidates']} | {_fmt(row['ssim_04'])} | "
