@@ -104,6 +104,18 @@ def test_no_function_level_import_of_the_package() -> None:
     assert not bad, f"function-level imports of trainleak: {bad}"
 
 
+def test_no_assert_in_library_code() -> None:
+    """Library code narrows types and checks invariants with explicit raises, never assert
+    (asserts vanish under ``python -O``)."""
+    bad = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted(ROOT.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Assert)
+    ]
+    assert not bad, f"assert statements in library code: {bad}"
+
+
 def test_checker_catches_an_upward_import(tmp_path: Path, monkeypatch) -> None:
     """The check itself can fail: a metrics module importing an attack is reported."""
     fake = tmp_path / "trainleak"

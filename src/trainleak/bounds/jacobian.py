@@ -228,7 +228,8 @@ def find_collision(
         if best.update_gap <= 1e-8:
             break
         size /= 3
-    assert best is not None
+    if best is None:
+        raise RuntimeError("no candidate pair was evaluated")
     return best
 
 

@@ -11,7 +11,13 @@ from trainleak.data.cifar import load_cifar10
 from trainleak.data.faces import load_orl_faces
 from trainleak.data.images import DATASET_NAMES, load_dataset, load_digits
 from trainleak.data.mnist import load_mnist
-from trainleak.data.subsets import balanced_binary, balanced_subset, binary_task
+from trainleak.data.splits import HeldOutSplit, heldout_split, split_disjoint
+from trainleak.data.subsets import (
+    balanced_binary,
+    balanced_binary_indices,
+    balanced_subset,
+    binary_task,
+)
 from trainleak.data.text import load_wikitext2
 from trainleak.data.transforms import from_symmetric, to_symmetric
 
@@ -20,11 +26,14 @@ __all__ = [
     "DATASET_NAMES",
     "DIGIT_CLASSES",
     "CorruptDataError",
+    "HeldOutSplit",
     "ImageDataset",
     "balanced_binary",
+    "balanced_binary_indices",
     "balanced_subset",
     "binary_task",
     "from_symmetric",
+    "heldout_split",
     "load_cifar10",
     "load_dataset",
     "load_digits",
@@ -32,5 +41,6 @@ __all__ = [
     "load_orl_faces",
     "load_wikitext2",
     "resolve_data_dir",
+    "split_disjoint",
     "to_symmetric",
 ]

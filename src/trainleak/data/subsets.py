@@ -157,6 +157,24 @@ def balanced_binary(
         >>> sub.classes, sub.y.bincount().tolist()
         (('even', 'odd'), [50, 50])
     """
+    return binary_task(ds, kind).subset(balanced_binary_indices(ds, kind, per_class, seed=seed))
+
+
+def balanced_binary_indices(
+    ds: ImageDataset, kind: BinaryKind, per_class: int, *, seed: int = 0
+) -> torch.Tensor:
+    """The indices into ``ds`` that :func:`balanced_binary` selects (same rule, same seed).
+
+    ``ds.subset(idx)`` keeps the original (multi-class) labels, which a scorer may need (for
+    example to compare a reconstruction with held-out images of the same original class).
+
+    Example:
+        >>> from trainleak.data import load_digits
+        >>> ds = load_digits()
+        >>> idx = balanced_binary_indices(ds, "odd_even", 5, seed=2)
+        >>> (ds.y[idx] % 2).tolist() == balanced_binary(ds, "odd_even", 5, seed=2).y.tolist()
+        True
+    """
     _check_per_class(per_class)
     mapping, names = _binary_map(ds, kind)
     counts = torch.bincount(ds.y, minlength=ds.num_classes).tolist()
@@ -174,4 +192,4 @@ def balanced_binary(
         quotas = _spread(per_class, [counts[c] for c in group])
         chosen = [_draw(ds, c, q, g) for c, q in zip(group, quotas)]
         picks.append(torch.cat(chosen).sort().values)
-    return binary_task(ds, kind).subset(torch.cat(picks))
+    return torch.cat(picks)

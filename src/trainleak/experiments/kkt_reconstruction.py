@@ -4,38 +4,39 @@ Seed system 1 (and its foundation, Haim et al., NeurIPS 2022): a homogeneous ReL
 by full-batch GD on a small binary task (odd vs even digits; vehicles vs animals) is released;
 the KKT attack reconstructs training images from its weights alone.
 
-Evaluation (a documented choice, see ``notes``): each training image is matched to its nearest
-candidate by normalised cross-correlation, both are min-max normalised, and SSIM is computed
-(Haim et al.'s protocol). Because that protocol gives trivial images a high floor (the mean
-image passes SSIM 0.4 for about half of MNIST, per the reference runs), every table carries
-the strongest trivial baselines scored by the same code, and a second, *centred* view
-subtracts the training mean image from both sides before normalising, so only the
-sample-specific part of an image is scored.
+The set-up keeps ground truth out of the attack (see :mod:`._kkt_common`): the model is trained
+on images minus the mean of *public held-out* data, the attack's value range and its output
+shift come from that public mean, and nothing computed from the training set reaches it.
+Every method is scored by SSIM after NCC matching (Haim et al.'s protocol) and by specificity
+(the train / held-out distance ratio). Baselines get the attack's budget: as many candidates
+and the same best-match selection. Claims live in :mod:`._kkt_claims`.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Literal
 
 import torch
 from pydantic import Field
 
 from trainleak.attacks.base import Reconstruction
 from trainleak.attacks.checkpoint.kkt import KKTReconstruction
-from trainleak.data import ImageDataset, balanced_binary, load_dataset, to_symmetric
+from trainleak.errors import ConfigError
+from trainleak.experiments._kkt_claims import CLAIMS, RunRow
+from trainleak.experiments._kkt_common import KKTTask, ScoreRow, baselines_for, load_task, score
 from trainleak.experiments._plots import loss_curve_figure
-from trainleak.experiments.base import ExperimentConfig, Result, experiment
-from trainleak.metrics import (
-    class_mean_candidates,
-    compare_to_baselines,
-    evaluate_reconstruction,
-    random_candidates,
-    reconstruction_grid,
+from trainleak.experiments.base import (
+    ExperimentConfig,
+    Result,
+    evaluate_claims,
+    experiment,
+    rows_table,
 )
+from trainleak.metrics import evaluate_reconstruction, reconstruction_grid
 from trainleak.models import model_spec
 from trainleak.progress import Progress
-from trainleak.releases import Checkpoint, Knowledge
+from trainleak.releases import Checkpoint
 from trainleak.systems.training import History, TrainConfig, train_checkpoint
 
 
@@ -45,6 +46,11 @@ class KKTConfig(ExperimentConfig):
     dataset: Literal["digits", "mnist", "cifar10"] = "digits"
     data_dir: str | None = None
     per_class: int = Field(50, ge=1, description="training images per binary label")
+    seeds: int = Field(1, ge=1, description="training sets / runs: seed, seed + 1, ...")
+    split_seed: int = Field(0, description="seed of the private / public / reference split")
+    pool: Literal["all", "validation", "evaluation"] = Field(
+        "all", description="draw training sets from the private pool or one of its halves"
+    )
     hidden: list[int] = Field(default_factory=lambda: [1000], json_schema_extra={"empty_ok": True})
     init_scale: float = Field(0.03, gt=0)
     first_bias: bool = False
@@ -63,29 +69,21 @@ class KKTConfig(ExperimentConfig):
     relu_alpha: float = Field(150.0, gt=0)
     untrained_control: bool = True
     center: bool = Field(
-        True, description="train on images minus the training mean (Haim et al.'s set-up)"
+        True,
+        description="train on images minus the PUBLIC (held-out) mean image; never the "
+        "training set's",
     )
 
 
-def _load_task(cfg: KKTConfig) -> tuple[ImageDataset, ImageDataset]:
-    """The training subset, and a disjoint held-out pool (for the class-mean prior baseline).
-
-    The data set is split in two halves by a seeded permutation; the training images are a
-    class-balanced binary subset of the first half, the pool is the second half.
-    """
-    kind: Literal["odd_even", "vehicles_animals"] = (
-        "vehicles_animals" if cfg.dataset == "cifar10" else "odd_even"
-    )
-    kwargs: dict[str, Any] = {} if cfg.dataset == "digits" else {"data_dir": cfg.data_dir}
-    full = load_dataset(cfg.dataset, **kwargs)
-    perm = torch.randperm(len(full), generator=torch.Generator().manual_seed(cfg.seed))
-    half = len(full) // 2
-    train = balanced_binary(full.subset(perm[:half]), kind, cfg.per_class, seed=cfg.seed)
-    return train, full.subset(perm[half:])
+def default_lr(optimizer: str, dim: int) -> float:
+    """A learning rate that trains without killing the ReLUs: GD steps scale with ||x||^2."""
+    if optimizer in ("gd", "sgd"):
+        return 0.5 * min(1.0, 64.0 / dim)
+    return 0.02 if optimizer == "muon" else 1e-3
 
 
 def _train(
-    cfg: KKTConfig, x: torch.Tensor, y: torch.Tensor, progress: Progress | None
+    cfg: KKTConfig, x: torch.Tensor, y: torch.Tensor, seed: int, progress: Progress | None
 ) -> tuple[Checkpoint, History]:
     spec = model_spec(
         "homogeneous_mlp",
@@ -101,16 +99,9 @@ def _train(
         steps=cfg.train_steps,
         eps=cfg.train_eps,
         log_every=max(1, cfg.train_steps // 50),
-        seed=cfg.seed,
+        seed=seed,
     )
-    return train_checkpoint(spec, x, y, tc, init_seed=cfg.seed, progress=progress)
-
-
-def default_lr(optimizer: str, dim: int) -> float:
-    """A learning rate that trains without killing the ReLUs: GD steps scale with ||x||^2."""
-    if optimizer in ("gd", "sgd"):
-        return 0.5 * min(1.0, 64.0 / dim)
-    return 0.02 if optimizer == "muon" else 1e-3
+    return train_checkpoint(spec, x, y, tc, init_seed=seed, progress=progress)
 
 
 def _attack(cfg: KKTConfig, n: int) -> KKTReconstruction:
@@ -126,30 +117,61 @@ def _attack(cfg: KKTConfig, n: int) -> KKTReconstruction:
     )
 
 
-def _shifted(rec: Reconstruction, shift: torch.Tensor) -> Reconstruction:
-    """Candidates back in image space (the model saw images minus ``shift``)."""
-    return replace(rec, inputs=(rec.inputs + shift).clamp(-1.0, 1.0))
-
-
 def _untrained(ckpt: Checkpoint) -> Checkpoint:
     """The same architecture at its initial weights: the control release."""
     if ckpt.initial is None:
-        raise RuntimeError("internal invariant violated: ckpt.initial is not None")
+        raise ConfigError.invalid("checkpoint.initial", "initial weights for the control", None)
     return replace(ckpt, final=ckpt.initial, training=None)
 
 
-def _score_tables(
-    x: torch.Tensor,
-    rec: Reconstruction,
-    baselines: dict[str, torch.Tensor],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    raw = compare_to_baselines(x, rec.inputs, baselines, attack_name="kkt attack")
-    mean = x.mean(0, keepdim=True)
-    centred_baselines = {k: v - mean for k, v in baselines.items() if k != "training mean image"}
-    centred = compare_to_baselines(
-        x - mean, rec.inputs - mean, centred_baselines, attack_name="kkt attack"
+@dataclass(frozen=True)
+class _SeedRun:
+    """Everything one seed produced (rows, and what the figures need)."""
+
+    run: RunRow
+    scores: list[ScoreRow]
+    task: KKTTask
+    hist: History
+    rec: Reconstruction
+    images: torch.Tensor
+    control: Reconstruction | None
+
+
+def _run_seed(cfg: KKTConfig, seed: int, progress: Progress | None) -> _SeedRun:
+    task = load_task(
+        cfg.dataset,
+        per_class=cfg.per_class,
+        seed=seed,
+        split_seed=cfg.split_seed,
+        pool=cfg.pool,
+        center=cfg.center,
+        data_dir=cfg.data_dir,
     )
-    return raw, centred
+    knowledge = task.knowledge()
+    ckpt, hist = _train(cfg, task.model_x, task.y, seed, progress)
+    attack = _attack(cfg, len(task.x))
+    rec = attack(ckpt, knowledge, seed=seed, progress=progress)
+    images = task.to_image_space(rec.inputs)
+    methods = {"kkt attack": ("attack", images), **baselines_for(task, images, seed)}
+    control = None
+    if cfg.untrained_control:
+        control = attack(_untrained(ckpt), knowledge, seed=seed, progress=progress)
+        methods["kkt on untrained net"] = ("control", task.to_image_space(control.inputs))
+    scores = [
+        ScoreRow.of(cfg.dataset, cfg.train_optimizer, seed, name, role, score(task, cands))
+        for name, (role, cands) in methods.items()
+    ]
+    run = RunRow(
+        seed=seed,
+        n_train=len(task.x),
+        final_loss=hist.loss[-1],
+        min_margin=hist.min_margin[-1],
+        train_seconds=hist.seconds[-1],
+        attack_seconds=rec.seconds,
+        kkt_loss_final=rec.diagnostics["kkt_loss_final"],
+        untrained_kkt_loss_final=None if control is None else control.diagnostics["kkt_loss_final"],
+    )
+    return _SeedRun(run, scores, task, hist, rec, images, control)
 
 
 @experiment(
@@ -159,160 +181,64 @@ def _score_tables(
     KKTConfig,
 )
 def run(cfg: KKTConfig, progress: Progress | None = None) -> Result:
-    """Train, release, attack (and attack the untrained control), score against baselines."""
-    train_ds, pool = _load_task(cfg)
-    x, y = to_symmetric(train_ds.x), train_ds.y
-    shift = x.mean(0, keepdim=True) if cfg.center else torch.zeros_like(x[:1])
-    x_model = x - shift
-    value_range = (float((-1.0 - shift).min()), float((1.0 - shift).max()))
-    knowledge = Knowledge(input_shape=tuple(x.shape[1:]), value_range=value_range, label_set=(0, 1))
-    ckpt, hist = _train(cfg, x_model, y, progress)
-    attack = _attack(cfg, len(x))
-    rec = _shifted(attack(ckpt, knowledge, seed=cfg.seed, progress=progress), shift)
-    gen = torch.Generator().manual_seed(cfg.seed + 1)
-    m = len(rec)
-    baselines = {
-        "random uniform": random_candidates(tuple(x.shape[1:]), m, gen, (-1.0, 1.0)),
-        "training mean image": x.mean(0, keepdim=True),
-        "class means (held-out)": class_mean_candidates(
-            to_symmetric(pool.x), pool.y, pool.num_classes
-        ),
-    }
-    control = None
-    if cfg.untrained_control:
-        control = _shifted(
-            attack(_untrained(ckpt), knowledge, seed=cfg.seed, progress=progress), shift
-        )
-        baselines["kkt on untrained net"] = control.inputs
-    raw, centred = _score_tables(x, rec, baselines)
-    return _result(cfg, x, ckpt, hist, rec, control, raw, centred)
-
-
-def _row(table: list[dict[str, Any]], method: str) -> dict[str, Any]:
-    return next(r for r in table if r["method"] == method)
-
-
-def _result(
-    cfg: KKTConfig,
-    x: torch.Tensor,
-    ckpt: Checkpoint,
-    hist: History,
-    rec: Reconstruction,
-    control: Reconstruction | None,
-    raw: list[dict[str, Any]],
-    centred: list[dict[str, Any]],
-) -> Result:
+    """Per seed: train, release, attack (and the untrained control), score every method."""
+    runs = [_run_seed(cfg, s, progress) for s in range(cfg.seed, cfg.seed + cfg.seeds)]
+    rows: list[RunRow | ScoreRow] = []
+    for r in runs:
+        rows += [r.run, *r.scores]
     res = Result(experiment="kkt-reconstruction", config=cfg.model_dump())
-    att, att_c = raw[0], centred[0]
-    best, best_c = _row(raw, att["best_baseline"]), _row(centred, att_c["best_baseline"])
-    res.metrics = {
-        "n_train": len(x),
-        "n_candidates": len(rec),
-        "train_final_loss": hist.loss[-1],
-        "train_min_margin": hist.min_margin[-1],
-        "train_seconds": hist.seconds[-1],
-        "attack_seconds": rec.seconds,
-        "kkt_loss_final": rec.diagnostics["kkt_loss_final"],
-        "recovered_ssim>=0.4": att["ssim>=0.4"],
-        "recovered_ssim>=0.6": att["ssim>=0.6"],
-        "median_ssim": att["median_ssim"],
-        "best_trivial_baseline_ssim>=0.4": _best(raw, "ssim>=0.4", prior=False)["ssim>=0.4"],
-        "best_trivial_baseline_ssim>=0.6": _best(raw, "ssim>=0.6", prior=False)["ssim>=0.6"],
-        "best_baseline": att["best_baseline"],
-        "best_baseline_ssim>=0.4": best["ssim>=0.4"],
-        "best_baseline_ssim>=0.6": best["ssim>=0.6"],
-        "centred_median_ssim": att_c["median_ssim"],
-        "centred_best_baseline_median_ssim": best_c["median_ssim"],
+    res.claims = evaluate_claims(CLAIMS, rows, cfg)
+    res.tables = {
+        "scores (every method, every seed)": rows_table(s for r in runs for s in r.scores),
+        "training and attack (per seed)": rows_table(r.run for r in runs),
     }
-    if control is not None:
-        res.metrics["untrained_kkt_loss_final"] = control.diagnostics["kkt_loss_final"]
-    res.tables = {"raw (Haim et al. protocol)": raw, "centred (training mean removed)": centred}
-    _claims(res, raw, centred)
-    scores = evaluate_reconstruction(x, rec.inputs)
-    res.images["reconstruction_grid"] = reconstruction_grid(x, rec.inputs, scores, n=32)
-    res.figures["training_and_attack"] = loss_curve_figure(hist, rec, control)
+    res.metrics = _metrics(runs)
+    first = runs[0]
+    grid_scores = evaluate_reconstruction(first.task.x, first.images)
+    res.images["reconstruction_grid"] = reconstruction_grid(
+        first.task.x, first.images, grid_scores, n=32
+    )
+    res.figures["training_and_attack"] = loss_curve_figure(first.hist, first.rec, first.control)
     res.notes = _NOTES
     return res
 
 
-PRIOR = "class means (held-out)"
+def _metrics(runs: list[_SeedRun]) -> dict[str, float | int | str]:
+    """Scalars for the report: sums over seeds of the attack's and each method's counts."""
+    out: dict[str, float | int | str] = {
+        "seeds": len(runs),
+        "n_train_per_seed": runs[0].run.n_train,
+        "n_candidates": runs[0].scores[0].candidates,
+        "min_margin (worst seed)": min(r.run.min_margin for r in runs),
+        "train_seconds (mean)": sum(r.run.train_seconds for r in runs) / len(runs),
+        "attack_seconds (mean)": sum(r.run.attack_seconds for r in runs) / len(runs),
+    }
+    for row in runs[0].scores:
+        same = [s for r in runs for s in r.scores if s.method == row.method]
+        out[f"{row.method}: ssim>=0.4 (total)"] = sum(s.ssim_04 for s in same)
+        out[f"{row.method}: specific (total)"] = sum(s.specific for s in same)
+    return out
 
 
-def _best(table: list[dict[str, Any]], key: str, *, prior: bool) -> dict[str, Any]:
-    """The strongest baseline row by ``key``: trivial ones, or the class-mean prior."""
-    rows = [r for r in table[1:] if (r["method"] == PRIOR) == prior]
-    return max(rows, key=lambda r: (r[key], r["median_ssim"]))
-
-
-def _claims(res: Result, raw: list[dict[str, Any]], centred: list[dict[str, Any]]) -> None:
-    att = raw[0]
-    margin = res.metrics["train_min_margin"]
-    res.claim(
-        "Precondition: training reached the margin regime (every training point classified "
-        "correctly with margin >= 1)",
-        margin >= 1.0,
-        min_margin=margin,
-        final_loss=res.metrics["train_final_loss"],
-    )
-    for t in (0.4, 0.6):
-        key = f"ssim>={t:g}"
-        for prior, what in (
-            (
-                False,
-                "every trivial baseline (random images, the training mean image, the attack "
-                "on the untrained network)",
-            ),
-            (
-                True,
-                "the class-mean prior (means of held-out labelled data of every original "
-                "class: knowledge the attacker does not have)",
-            ),
-        ):
-            best = _best(raw, key, prior=prior)
-            res.claim(
-                f"KKT reconstruction recovers more training images at SSIM >= {t} than {what}",
-                att[key] > best[key],
-                attack=att[key],
-                baseline=best["method"],
-                baseline_count=best[key],
-                n=att["n"],
-            )
-    if any(r["method"] == "kkt on untrained net" for r in raw):
-        ctrl = _row(raw, "kkt on untrained net")
-        res.claim(
-            "The leak comes from training: the same attack on the untrained network of the same "
-            "shape recovers fewer images (SSIM >= 0.4) and a lower median SSIM",
-            att["ssim>=0.4"] > ctrl["ssim>=0.4"] and att["median_ssim"] > ctrl["median_ssim"],
-            attack=att["ssim>=0.4"],
-            untrained=ctrl["ssim>=0.4"],
-            attack_median=att["median_ssim"],
-            untrained_median=ctrl["median_ssim"],
-        )
-    att_c = centred[0]
-    for prior in (False, True):
-        best_c = max(
-            (r for r in centred[1:] if (r["method"] == PRIOR) == prior),
-            key=lambda r: r["median_ssim"],
-        )
-        versus = "the class-mean prior" if prior else "every trivial baseline"
-        res.claim(
-            "Reconstructions carry sample-specific structure: with the training mean removed, "
-            f"the attack's median SSIM exceeds {versus}",
-            att_c["median_ssim"] > best_c["median_ssim"],
-            attack_median=att_c["median_ssim"],
-            baseline=best_c["method"],
-            baseline_median=best_c["median_ssim"],
-        )
-
-
-_NOTES = """Training: a bias-free ReLU MLP on a class-balanced binary task, pixels scaled to
-[-1, 1] and (with center=true, the default, as in Haim et al.) the training mean image
-subtracted; logistic loss, full-batch GD (the config names the optimizer). Release: the final
-weights (and, for the control, the initial weights). Attack: KKT reconstruction with 2n
-candidates, half per label. Scoring: each training image is matched to the candidate with the
-highest normalised cross-correlation; both are min-max normalised and compared by SSIM
-(Gaussian window; images under 16 px are upsampled bilinearly). Baselines are scored by the
-same code: uniform random images, the training mean image (uses ground truth: a floor, not an
-attack), class means of a disjoint held-out half of the data (a prior-knowledge baseline), and
-the same attack run against the untrained network. The centred view subtracts the training
-mean image from every image before normalising."""
+_NOTES = """Data: the data set is split once (split_seed) into a private pool (half), a public
+held-out part (a quarter) and a reference held-out part (a quarter); each seed draws a
+class-balanced binary training set (odd vs even; vehicles vs animals) from the private pool
+(or, with pool=validation/evaluation, from one fixed half of it, for hyper-parameter choice).
+Training: a bias-free ReLU MLP, pixels in [-1, 1] minus the PUBLIC mean image (center=true;
+Haim et al. subtract the training mean, which would hand the attacker ground truth), logistic
+loss, full-batch GD (the config names the optimizer). Release: the final weights (the control
+attacks the initial weights). Attack: KKT reconstruction with 2n candidates, half per label,
+value range from the public mean; candidates are shifted back by the public mean. Scoring, the
+same for every method: each training image is matched to the candidate of highest normalised
+cross-correlation, both are min-max normalised and compared by SSIM (images under 16 px are
+upsampled); 'specific' counts training images whose matched candidate is closer (standardised
+Euclidean distance) to them than to every reference held-out image of the same original class.
+Equal-budget baselines (2n candidates, same selection): uniform random images, public held-out
+images, the public mean plus perturbations with the attack's candidate norms; the untrained
+network's reconstruction is the control. The class means of the public data are an ORACLE
+reference (they use the ten original classes the attack is not given; 10 candidates). Claims
+over several seeds use a one-sided 95% paired t bound on the per-seed differences; with one
+seed, 95% Wilson intervals over the training images must not overlap. The former 'centred
+view' (training mean subtracted before scoring) is replaced by the specificity rate, which
+tests sample-specific structure directly; the former comparisons with the training mean image
+(one candidate, computed from ground truth) are replaced by the equal-budget baselines."""

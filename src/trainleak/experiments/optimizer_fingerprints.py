@@ -5,38 +5,50 @@ al. 2025 and Gronich & Vardi 2026): GD and Muon checkpoints reconstruct, Muon at
 cost, and Adam checkpoints resist, because Adam's l-infinity bias leaves too few equations.
 
 For every dataset (MNIST odd/even; CIFAR-10 vehicles vs animals), optimizer and seed, a bias-free
-MLP is trained on a small balanced binary set; the checkpoint is attacked with the target its
-optimizer implies and with the l2 target as a control; reconstructions are scored by NCC
-matching plus SSIM against the training mean image and random images (scored by the same code).
-The implicit-bias profile (l-infinity saturation, spectral flatness, KKT residual of the true
-training set under each target) is recorded beside it.
+MLP is trained on a small balanced binary set drawn from a private pool, on images minus the
+mean of *public held-out* data (never the training set's); the checkpoint is attacked with the
+target its optimizer implies and with the l2 target as a control; every method is scored by
+the shared KKT scoring (:mod:`._kkt_common`: SSIM after NCC matching, and specificity) against
+equal-budget baselines. The implicit-bias profile (l-infinity saturation, spectral flatness, KKT
+residual of the true training set under each target) is recorded beside it. Claims live in
+:mod:`._fingerprint_claims`.
 """
 
 from __future__ import annotations
 
-import statistics
 import warnings
 from typing import Any, Literal
 
-import torch
-from matplotlib.figure import Figure
 from pydantic import Field
 
+from trainleak.attacks.base import Reconstruction
 from trainleak.attacks.checkpoint.kkt import KKTReconstruction
 from trainleak.attacks.checkpoint.targets import target_for_optimizer
-from trainleak.data import balanced_binary, load_dataset, to_symmetric
-from trainleak.experiments.base import ExperimentConfig, Result, experiment
+from trainleak.data import HeldOutSplit
+from trainleak.experiments._fingerprint_claims import CLAIMS, FingerprintRow, summary_rows
+from trainleak.experiments._fingerprint_figure import fingerprint_figure
+from trainleak.experiments._kkt_common import (
+    KKTTask,
+    ScoreRow,
+    baselines_for,
+    load_task,
+    score,
+    task_split,
+)
+from trainleak.experiments.base import (
+    Claim,
+    ExperimentConfig,
+    Result,
+    evaluate_claims,
+    experiment,
+    rows_table,
+)
 from trainleak.experiments.kkt_reconstruction import default_lr
-from trainleak.metrics import evaluate_reconstruction, random_candidates
 from trainleak.models import model_spec
 from trainleak.progress import Progress
-from trainleak.releases import Knowledge
-from trainleak.scenarios.implicit_bias import (
-    kkt_residual,
-    linf_saturation,
-    spectral_flatness,
-)
-from trainleak.systems.training import TrainConfig, train_checkpoint
+from trainleak.releases import Checkpoint
+from trainleak.scenarios.implicit_bias import kkt_residual, linf_saturation, spectral_flatness
+from trainleak.systems.training import History, TrainConfig, train_checkpoint
 
 # Learning rates come from ``default_lr`` (GD: 0.5 * 64 / d; Muon 0.02; Adam 1e-3).
 OPTIMIZERS: dict[str, dict[str, Any]] = {
@@ -59,6 +71,7 @@ class FingerprintConfig(ExperimentConfig):
 
     datasets: list[DatasetName] = Field(default_factory=_default_datasets)
     data_dir: str | None = None
+    split_seed: int = Field(0, description="seed of the private / public / reference split")
     optimizers: list[str] = Field(default_factory=lambda: list(OPTIMIZERS))
     seeds: int = Field(3, ge=1)
     per_class: int = Field(10, ge=1)
@@ -75,97 +88,88 @@ class FingerprintConfig(ExperimentConfig):
     attack_steps: int = Field(500, ge=1)
     margin_threshold: float = Field(1.0, gt=0)
     residual_steps: int = Field(100, ge=1)
-
-
-def _one_run(cfg: FingerprintConfig, dataset: str, opt: str, seed: int) -> dict[str, Any]:
-    kind: Literal["odd_even", "vehicles_animals"] = (
-        "vehicles_animals" if dataset == "cifar10" else "odd_even"
+    noninferiority_margin: float = Field(
+        0.1,
+        ge=0,
+        description="'at least as well': the upper 95% bound on GD's advantage over Muon (in "
+        "images at SSIM >= 0.4) may be at most this fraction of the training set",
     )
-    kw: dict[str, Any] = {} if dataset == "digits" else {"data_dir": cfg.data_dir}
-    ds = balanced_binary(load_dataset(dataset, **kw), kind, cfg.per_class, seed=seed)
-    x, y = to_symmetric(ds.x), ds.y
-    mean = x.mean(0, keepdim=True)  # train on centred images, as in kkt-reconstruction
+
+
+def _train(
+    cfg: FingerprintConfig, task: KKTTask, opt: str, seed: int
+) -> tuple[Checkpoint, History]:
     spec = model_spec(
         "homogeneous_mlp",
-        input_shape=tuple(x.shape[1:]),
+        input_shape=tuple(task.x.shape[1:]),
         hidden=[cfg.hidden],
         init_scale=cfg.init_scale,
     )
     steps = cfg.train_steps.get(opt, 2000)
     params = dict(OPTIMIZERS[opt])
-    params["lr"] = default_lr(params["optimizer"], x[0].numel())
+    params["lr"] = default_lr(params["optimizer"], task.x[0].numel())
     tc = TrainConfig(steps=steps, log_every=max(1, steps // 100), seed=seed, **params)
-    ckpt, hist = train_checkpoint(spec, x - mean, y, tc, init_seed=seed)
-    knowledge = Knowledge(input_shape=tuple(x.shape[1:]), value_range=(-2.0, 2.0))
+    return train_checkpoint(spec, task.model_x, task.y, tc, init_seed=seed)
+
+
+def _attack(
+    cfg: FingerprintConfig, ckpt: Checkpoint, task: KKTTask, target: str, seed: int
+) -> Reconstruction:
+    attack = KKTReconstruction(
+        n_candidates=2 * len(task.x),
+        steps=cfg.attack_steps,
+        optimizer="adam",
+        lr_x=0.01,
+        target=target,  # type: ignore[arg-type]
+        log_every=cfg.attack_steps,
+    )
+    with warnings.catch_warnings():
+        # the l2 control on a Muon/Adam checkpoint is a deliberate mismatch
+        warnings.filterwarnings("ignore", message="KKT target", category=UserWarning)
+        return attack(ckpt, task.knowledge(), seed=seed)
+
+
+def _one_run(
+    cfg: FingerprintConfig, split: HeldOutSplit, dataset: str, opt: str, seed: int
+) -> tuple[FingerprintRow, list[ScoreRow]]:
+    task = load_task(split, per_class=cfg.per_class, seed=seed)
+    ckpt, hist = _train(cfg, task, opt, seed)
     own = target_for_optimizer(OPTIMIZERS[opt]["optimizer"])
-    row: dict[str, Any] = {"dataset": dataset, "optimizer": opt, "seed": seed, "own_target": own}
-    for label, target in (("own", own), ("l2", "l2")):
-        attack = KKTReconstruction(
-            n_candidates=2 * len(x),
-            steps=cfg.attack_steps,
-            optimizer="adam",
-            lr_x=0.01,
-            target=target,  # type: ignore[arg-type]
-            log_every=cfg.attack_steps,
-        )
-        with warnings.catch_warnings():
-            # the l2 control on a Muon/Adam checkpoint is a deliberate mismatch
-            warnings.filterwarnings("ignore", message="KKT target", category=UserWarning)
-            rec = attack(ckpt, knowledge, seed=seed)
-        s = evaluate_reconstruction(x - mean, rec.inputs, offset=mean)
-        row[f"{label}_ssim>=0.4"], row[f"{label}_ssim>=0.6"] = s.counts[0.4], s.counts[0.6]
-        row[f"{label}_median_ssim"] = s.median_ssim
-        row[f"{label}_attack_seconds"] = rec.seconds
-    gen = torch.Generator().manual_seed(seed)
-    for name, cands in (
-        ("mean", mean),
-        ("random", random_candidates(tuple(x.shape[1:]), 2 * len(x), gen, (-1.0, 1.0))),
-    ):
-        s = evaluate_reconstruction(x, cands)
-        row[f"{name}_ssim>=0.4"], row[f"{name}_median_ssim"] = s.counts[0.4], s.median_ssim
+    rec_own = _attack(cfg, ckpt, task, own, seed)
+    rec_l2 = rec_own if own == "l2" else _attack(cfg, ckpt, task, "l2", seed)
+    own_images = task.to_image_space(rec_own.inputs)
+    methods = {
+        "own target": ("attack", own_images),
+        "l2 target": ("variant", task.to_image_space(rec_l2.inputs)),
+        **baselines_for(task, own_images, seed),
+    }
+    scores = [
+        ScoreRow.of(dataset, opt, seed, name, role, score(task, cands))  # type: ignore[arg-type]
+        for name, (role, cands) in methods.items()
+    ]
     hit = hist.steps_to_margin(cfg.margin_threshold)
-    row["steps_to_margin"] = hit
-    row["seconds_to_margin"] = hist.seconds[hist.step.index(hit)] if hit is not None else None
-    row["final_loss"], row["min_margin"] = hist.loss[-1], hist.min_margin[-1]
-    row["linf_saturation"] = linf_saturation(ckpt)
-    row["layer0_frac_near_top_sigma"] = spectral_flatness(ckpt)[0]["frac_near_top"]
-    for t in ("l2", "spectral", "linf"):
-        row[f"residual_{t}"] = kkt_residual(ckpt, x - mean, y, t, steps=cfg.residual_steps)
-    return row
-
-
-def _mean_sd(values: list[float]) -> tuple[float, float]:
-    return statistics.fmean(values), statistics.pstdev(values) if len(values) > 1 else 0.0
-
-
-def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for ds in dict.fromkeys(r["dataset"] for r in rows):
-        for opt in dict.fromkeys(r["optimizer"] for r in rows):
-            rs = [r for r in rows if r["dataset"] == ds and r["optimizer"] == opt]
-            if not rs:
-                continue
-            agg: dict[str, Any] = {"dataset": ds, "optimizer": opt, "runs": len(rs)}
-            for key in (
-                "own_ssim>=0.4",
-                "own_ssim>=0.6",
-                "l2_ssim>=0.4",
-                "own_median_ssim",
-                "mean_ssim>=0.4",
-                "random_ssim>=0.4",
-                "linf_saturation",
-                "residual_l2",
-                "residual_spectral",
-                "residual_linf",
-            ):
-                m, sd = _mean_sd([float(r[key]) for r in rs])
-                agg[key], agg[key + " sd"] = m, sd
-            hits = [r["steps_to_margin"] for r in rs if r["steps_to_margin"] is not None]
-            agg["steps_to_margin"] = statistics.fmean(hits) if len(hits) == len(rs) else None
-            secs = [r["seconds_to_margin"] for r in rs if r["seconds_to_margin"] is not None]
-            agg["seconds_to_margin"] = statistics.fmean(secs) if len(secs) == len(rs) else None
-            out.append(agg)
-    return out
+    residuals = {
+        t: kkt_residual(ckpt, task.model_x, task.y, t, steps=cfg.residual_steps)
+        for t in ("l2", "spectral", "linf")
+    }
+    row = FingerprintRow(
+        dataset=dataset,
+        optimizer=opt,
+        seed=seed,
+        own_target=own,
+        train_steps=cfg.train_steps.get(opt, 2000),
+        steps_to_margin=hit,
+        seconds_to_margin=hist.seconds[hist.step.index(hit)] if hit is not None else None,
+        final_loss=hist.loss[-1],
+        min_margin=hist.min_margin[-1],
+        attack_seconds=rec_own.seconds,
+        linf_saturation=linf_saturation(ckpt),
+        layer0_frac_near_top_sigma=spectral_flatness(ckpt)[0]["frac_near_top"],
+        residual_l2=residuals["l2"],
+        residual_spectral=residuals["spectral"],
+        residual_linf=residuals["linf"],
+    )
+    return row, scores
 
 
 @experiment(
@@ -175,103 +179,58 @@ def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 )
 def run(cfg: FingerprintConfig, progress: Progress | None = None) -> Result:
     """Train every (dataset, optimizer, seed), reconstruct with own and l2 targets, profile."""
-    rows, total = [], len(cfg.datasets) * len(cfg.optimizers) * cfg.seeds
+    runs: list[FingerprintRow] = []
+    scores: list[ScoreRow] = []
+    total = len(cfg.datasets) * len(cfg.optimizers) * cfg.seeds
+    claims: list[Claim] = []
     for ds in cfg.datasets:
+        split = task_split(ds, split_seed=cfg.split_seed, data_dir=cfg.data_dir)
+        rows: list[FingerprintRow | ScoreRow] = []
         for opt in cfg.optimizers:
             for seed in range(cfg.seed, cfg.seed + cfg.seeds):
-                rows.append(_one_run(cfg, ds, opt, seed))
+                run_row, score_rows = _one_run(cfg, split, ds, opt, seed)
+                runs.append(run_row)
+                scores += score_rows
+                rows += [run_row, *score_rows]
                 if progress is not None:
-                    progress("optimizer fingerprints", len(rows), total)
-    summary = _summary(rows)
+                    progress("optimizer fingerprints", len(runs), total)
+        claims += evaluate_claims(CLAIMS, rows, cfg)
+    summary = summary_rows(runs, scores)
     res = Result(experiment="optimizer-fingerprints", config=cfg.model_dump())
-    res.tables = {"summary (mean over seeds)": summary, "runs": rows}
-    res.metrics = {
-        f"{r['dataset']}/{r['optimizer']} own_ssim>=0.4": r["own_ssim>=0.4"] for r in summary
+    res.claims = claims
+    res.tables = {
+        "summary (mean and 95% interval over seeds)": rows_table(summary),
+        "runs": rows_table(runs),
+        "scores (every method, every run)": rows_table(scores),
     }
-    _claims(res, summary)
-    res.figures["fingerprints"] = _figure(summary)
+    res.metrics = {
+        f"{r.dataset}/{r.optimizer} {r.method} ssim>=0.4 (mean)": r.ssim_04_mean
+        for r in summary
+        if r.method == "own target"
+    }
+    res.figures["fingerprints"] = fingerprint_figure(summary)
     res.notes = _NOTES
     return res
 
 
-def _get(summary: list[dict[str, Any]], ds: str, opt: str) -> dict[str, Any] | None:
-    return next((r for r in summary if r["dataset"] == ds and r["optimizer"] == opt), None)
-
-
-def _claims(res: Result, summary: list[dict[str, Any]]) -> None:
-    for ds in dict.fromkeys(r["dataset"] for r in summary):
-        gd, mu = _get(summary, ds, "gd"), _get(summary, ds, "muon")
-        ad = _get(summary, ds, "adam-eps1e-16")
-        base = max((r["mean_ssim>=0.4"] for r in summary if r["dataset"] == ds), default=0.0)
-        for name, r in (("GD", gd), ("Muon", mu)):
-            if r is not None:
-                res.claim(
-                    f"{ds}: {name} checkpoints reconstruct (own target beats the mean-image "
-                    "baseline at SSIM >= 0.4)",
-                    r["own_ssim>=0.4"] > base,
-                    own=r["own_ssim>=0.4"],
-                    own_sd=r["own_ssim>=0.4 sd"],
-                    baseline=base,
-                )
-        if gd is not None and mu is not None:
-            cheaper = mu["steps_to_margin"] is not None and (
-                gd["steps_to_margin"] is None or mu["steps_to_margin"] < gd["steps_to_margin"]
-            )
-            res.claim(
-                f"{ds}: Muon reconstructs at least as well as GD at lower training cost "
-                "(fewer steps to the margin regime)",
-                cheaper and mu["own_ssim>=0.4"] >= gd["own_ssim>=0.4"],
-                muon_steps=mu["steps_to_margin"],
-                gd_steps=gd["steps_to_margin"],
-                muon_count=mu["own_ssim>=0.4"],
-                gd_count=gd["own_ssim>=0.4"],
-            )
-        if ad is not None and gd is not None:
-            best_ad = max(ad["own_ssim>=0.4"], ad["l2_ssim>=0.4"])
-            res.claim(
-                f"{ds}: Adam (eps=1e-16) resists: under either target it reconstructs fewer "
-                "images than GD",
-                best_ad < gd["own_ssim>=0.4"],
-                adam_own=ad["own_ssim>=0.4"],
-                adam_l2=ad["l2_ssim>=0.4"],
-                gd=gd["own_ssim>=0.4"],
-                adam_linf_saturation=ad["linf_saturation"],
-            )
-
-
-def _figure(summary: list[dict[str, Any]]) -> Figure:
-    fig = Figure(figsize=(10, 3.5))
-    axes = fig.subplots(1, 2)
-    labels = [f"{r['dataset']}\n{r['optimizer']}" for r in summary]
-    pos = list(range(len(summary)))
-    axes[0].bar(
-        [p - 0.2 for p in pos], [r["own_ssim>=0.4"] for r in summary], 0.4, label="own target"
-    )
-    axes[0].bar(
-        [p + 0.2 for p in pos], [r["l2_ssim>=0.4"] for r in summary], 0.4, label="l2 target"
-    )
-    axes[0].plot(pos, [r["mean_ssim>=0.4"] for r in summary], "k_", ms=20, label="mean image")
-    axes[0].set(title="images at SSIM >= 0.4 (mean over seeds)")
-    axes[0].set_xticks(pos, labels, fontsize=6)
-    axes[0].legend(fontsize=7)
-    for t in ("l2", "spectral", "linf"):
-        axes[1].plot(pos, [r[f"residual_{t}"] for r in summary], "o-", label=t)
-    axes[1].set(title="KKT residual of the true training set", yscale="log")
-    axes[1].set_xticks(pos, labels, fontsize=6)
-    axes[1].legend(fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
-_NOTES = """Each (dataset, optimizer, seed) trains a bias-free ReLU MLP d-h-1 from a small
-initialisation on a balanced binary subset (pixels in [-1, 1], minus the training mean image
-as in Haim et al.; candidates are shifted back before scoring) with the logistic loss; Muon
-uses torch.optim.Muon on the matrices (no other parameters exist here); Adam runs with
-epsilon 1e-16 (l-infinity regime) and 1e-8 (the regime check). The attack uses 2n candidates,
-Adam on the candidates, and the target implied by the optimizer (l2 for GD, spectral for Muon,
-l-infinity for Adam) plus the l2 target as a control. 'steps to the margin regime' is the first
-logged step at which every training point has margin >= margin_threshold. The residual columns
-give the best normalised KKT residual of the TRUE training set under each target (lower = the
-checkpoint satisfies that target's condition); the spectral and l-infinity losses are this
-project's reading of the seed abstract [inferred]. Budgets are scaled far below the paper's
-(two CPU cores), so absolute counts are low; compare rows within the table."""
+_NOTES = """Data: each data set is split once (split_seed) into a private pool (half), a public
+held-out part and a reference held-out part (a quarter each); each seed draws a balanced binary
+training set from the private pool. Each (dataset, optimizer, seed) trains a bias-free ReLU MLP
+d-h-1 from a small initialisation on images in [-1, 1] minus the PUBLIC mean image (the
+training mean would hand the attacker ground truth); candidates are shifted back by the same
+public mean, and the attack's value range comes from it. Logistic loss; Muon uses
+torch.optim.Muon on the matrices; Adam runs with epsilon 1e-16 (l-infinity regime) and 1e-8
+(the regime check). The attack uses 2n candidates, Adam on the candidates, and the target
+implied by the optimizer (l2 for GD, spectral for Muon, l-infinity for Adam) plus the l2
+target as a control. Baselines get the same 2n candidates and the same NCC best-match
+selection: uniform random images, public held-out images, the public mean plus perturbations
+with the attack's candidate norms; public class means are an oracle reference. 'specific'
+counts training images whose matched candidate is closer to them than to every reference
+held-out image of the same class. 'steps to the margin regime' is the first logged step at
+which every training point has margin >= margin_threshold. Claims over seeds use one-sided 95%
+paired t bounds on per-seed differences (with one seed, non-overlapping Wilson intervals), so
+a spread larger than the mean never passes; 'Adam resists' is only tested where GD
+reconstructs (else it cannot be told apart from 'nothing reconstructs'). The residual columns
+give the best normalised KKT residual of the TRUE training set under each target; the spectral
+and l-infinity losses are this project's reading of the seed abstract [inferred]. Budgets are
+far below the paper's (two CPU cores), so absolute counts are low."""

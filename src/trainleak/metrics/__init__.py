@@ -6,9 +6,12 @@ reconstruction grid shown in reports.
 """
 
 from trainleak.metrics.baselines import (
+    check_equal_budget,
     class_mean_candidates,
     compare_to_baselines,
+    heldout_candidates,
     mean_image_candidates,
+    perturbed_mean_candidates,
     random_candidates,
 )
 from trainleak.metrics.image import (
@@ -29,24 +32,31 @@ from trainleak.metrics.matching import (
     match_nearest,
     ncc_matrix,
 )
+from trainleak.metrics.specificity import SpecificityScores, specificity, standardise
 
 __all__ = [
     "SSIM_MIN_SIDE",
     "MatchMethod",
     "ReconstructionScores",
+    "SpecificityScores",
     "as_image_batch",
+    "check_equal_budget",
     "class_mean_candidates",
     "compare_to_baselines",
     "count_key",
     "evaluate_reconstruction",
+    "heldout_candidates",
     "mean_image_candidates",
     "match_hungarian",
     "match_nearest",
     "minmax_normalize",
     "ncc_matrix",
     "psnr",
+    "perturbed_mean_candidates",
     "random_candidates",
     "reconstruction_grid",
     "ssim",
+    "specificity",
     "ssim_matrix",
+    "standardise",
 ]

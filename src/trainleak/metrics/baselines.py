@@ -18,7 +18,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 import torch
@@ -101,6 +101,89 @@ def random_candidates(
     low, high = value_range
     check_positive("value_range width", high - low)
     return low + (high - low) * torch.rand(m, *shape, generator=generator)
+
+
+def heldout_candidates(public_x: Tensor, m: int, generator: torch.Generator) -> Tensor:
+    """``m`` distinct held-out images drawn at random: the equal-budget "public data" baseline.
+
+    With the same number of candidates as an attack and the same best-match selection, a set
+    of real images the model never saw shows how much of a score comes from choosing the best
+    of many plausible images rather than from the release.
+
+    Args:
+        public_x: ``(N, ...)`` held-out images (never the training set), ``N >= m``.
+        m: number of candidates.
+        generator: the source of randomness.
+
+    Returns:
+        ``(m, ...)`` candidates (copies).
+
+    Raises:
+        ConfigError: when fewer than ``m`` held-out images are given.
+    """
+    _check_m(m)
+    if len(public_x) < m:
+        raise ConfigError.invalid("m", f"at most {len(public_x)} held-out images", m)
+    return public_x[torch.randperm(len(public_x), generator=generator)[:m]].clone()
+
+
+def perturbed_mean_candidates(
+    mean: Tensor,
+    norms: Tensor,
+    generator: torch.Generator,
+    value_range: tuple[float, float] | None = None,
+) -> Tensor:
+    """The (public) mean image plus one random perturbation of each given norm.
+
+    The equal-budget version of the mean-image baseline: as many candidates as the attack, each
+    as far from the mean as the attack's matching candidate, in a uniformly random direction.
+    Best-match selection over these measures what a cloud of noisy mean images achieves.
+
+    Args:
+        mean: ``(1, ...)``, one image as a batch of one (a public mean, never the training
+            set's).
+        norms: ``(m,)`` non-negative Euclidean norms of the perturbations, e.g. the norms of the
+            attack's candidates minus the same mean.
+        generator: the source of randomness.
+        value_range: if given, candidates are clamped to it (as the attack's are); clamping
+            can only shorten a perturbation.
+
+    Returns:
+        ``(m, ...)`` candidates.
+
+    Example:
+        >>> g = torch.Generator().manual_seed(0)
+        >>> c = perturbed_mean_candidates(torch.zeros(1, 4, 4), torch.tensor([1.0, 2.0]), g)
+        >>> [round(float(v), 4) for v in c.flatten(1).norm(dim=1)]
+        [1.0, 2.0]
+    """
+    if norms.ndim != 1 or len(norms) == 0 or bool((norms < 0).any()):
+        raise ConfigError.invalid("norms", "a non-empty (m,) tensor of non-negative norms", norms)
+    if mean.ndim < 2 or mean.shape[0] != 1:
+        raise ShapeError(f"mean must be one image as (1, ...), received {tuple(mean.shape)}")
+    base = mean
+    direction = torch.randn(len(norms), base[0].numel(), generator=generator, dtype=torch.float64)
+    direction = direction / direction.norm(dim=1, keepdim=True).clamp_min(1e-300)
+    out = base.double() + (direction * norms.double().view(-1, 1)).reshape(-1, *base.shape[1:])
+    if value_range is not None:
+        out = out.clamp(*value_range)
+    return out.to(_float_dtype(mean))
+
+
+def check_equal_budget(
+    m: int, baselines: Mapping[str, Tensor], exempt: Set[str] = frozenset()
+) -> None:
+    """Raise unless every baseline not in ``exempt`` has exactly ``m`` candidates.
+
+    Baselines compared with an attack must get the attack's budget; references that are not
+    held to it (e.g. an oracle that knows the classes) are named in ``exempt``.
+
+    Raises:
+        ConfigError: naming the first baseline with a different number of candidates.
+    """
+    for name, cands in baselines.items():
+        if name not in exempt and len(cands) != m:
+            raise ConfigError.invalid(f"baselines[{name!r}]", f"{m} candidates", len(cands))
 
 
 def compare_to_baselines(
