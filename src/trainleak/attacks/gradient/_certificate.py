@@ -55,6 +55,8 @@ class CertificateSettings:
         residual_rtol: largest relative residual of the whole update (all layers) a batch
             certificate accepts (a consistency check, not part of the proof).
         max_core: largest reduced Gram matrix the core bound assembles.
+        max_span: largest mixing Gram matrix (``n^2`` for a core of ``n``) the span
+            reduction assembles when the core is too large for the direct bound.
     """
 
     tol: float
@@ -62,6 +64,7 @@ class CertificateSettings:
     residual_rtol: float
     rounding: float = 16.0
     max_core: int = 3000
+    max_span: int = 4096
 
 
 @dataclass

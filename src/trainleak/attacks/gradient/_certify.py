@@ -19,8 +19,9 @@ from trainleak.attacks.gradient._certificate import (
     pivot_chain,
     rounding_bound,
 )
-from trainleak.attacks.gradient._certificate_core import core_bound
+from trainleak.attacks.gradient._certificate_core import CoreBound, core_bound
 from trainleak.attacks.gradient._certificate_scale import scale_error
+from trainleak.attacks.gradient._certificate_span import span_core_bound
 from trainleak.attacks.gradient._linearisation import Linearisation, linearise
 from trainleak.federated.functional import FirstLayerSplit
 from trainleak.federated.imprint import difference_rows
@@ -85,18 +86,32 @@ class BatchCertifier:
         allowance = chain.row_allowance(lin.xt_norm)
         core = torch.tensor([i for i in range(n) if i not in set(chain.order)], dtype=torch.long)
         if core.numel():
-            sub = lin.subset(core)
-            a = float(resid.norm()) + float((allowance + noise).norm())
-            got = core_bound(sub, a, self.settings.tol, self.settings.max_core)
+            got = self._core(lin.subset(core), float((resid.norm(dim=1) + allowance + noise).norm()))
+            if got.reason and n * n <= self.settings.max_span:  # the whole batch as one core
+                core = torch.arange(n)
+                got = span_core_bound(
+                    lin, float((resid.norm(dim=1) + noise).norm()), self.settings.tol,
+                    self.settings.max_span,
+                )
+                allowance = torch.zeros_like(allowance)
             if got.reason:
-                return Certificate.refuse(n, f"{core.numel()} samples without a pivot row: "
-                                          f"{got.reason}")
+                return Certificate.refuse(
+                    n, f"{core.numel()} samples without a pivot row: {got.reason}"
+                )
             error[core], radius[core] = got.error, got.radius
+            sub = lin.subset(core)
             dev_c = sub.lipschitz(got.error) * got.error
             allowance = allowance + (
                 dev_c * sub.xt_norm.unsqueeze(1) + (sub.coefficients().abs() + dev_c) * got.error
             ).sum(0)
         return self._conclude(error, radius, resid, allowance + noise)
+
+    def _core(self, sub: Linearisation, a: float) -> CoreBound:
+        """The direct Kantorovich bound when small enough, else the span reduction."""
+        got = core_bound(sub, a, self.settings.tol, self.settings.max_core)
+        if got.reason.startswith("core of"):
+            got = span_core_bound(sub, a, self.settings.tol, self.settings.max_span)
+        return got
 
     def _rest(self, lin: Linearisation, keep: torch.Tensor) -> torch.Tensor:
         """Rows left after subtracting the samples ``keep`` at their decoded values."""
