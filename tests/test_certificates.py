@@ -16,13 +16,13 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from trainleak.attacks.base import Reconstruction
 from trainleak.attacks.gradient._certificate_core import jacobian_extremes
 from trainleak.attacks.gradient._common import release_model, tiny_batch
 from trainleak.attacks.gradient._fixtures import tiny_malicious_update
 from trainleak.attacks.gradient._hard_cases import HardCase, make_case
 from trainleak.attacks.gradient._linearisation import linearise
 from trainleak.attacks.gradient.erasure import ErasureDecodingActive, ErasureDecodingPassive
-from trainleak.attacks.base import Reconstruction
 from trainleak.defenses.gradient import ClipNorm
 from trainleak.federated import fedsgd_update
 from trainleak.federated.evaluation import CertificateAudit, audit_certificates

@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from trainleak.attacks.base import Reconstruction
-from trainleak.attacks.gradient._common import tiny_batch
+from trainleak.attacks.gradient._common import release_model, tiny_batch
 from trainleak.attacks.gradient._fixtures import tiny_honest_update, tiny_malicious_update
 from trainleak.attacks.gradient._objectives import recover_labels
+from trainleak.attacks.gradient._span import SpanDecoder, SpanState
 from trainleak.attacks.gradient.dlg import IDLG
 from trainleak.attacks.gradient.erasure import ErasureDecodingActive, ErasureDecodingPassive
 from trainleak.attacks.gradient.imprint import ImprintAttack
@@ -21,6 +22,7 @@ from trainleak.errors import ConfigError
 from trainleak.federated import fedavg_update, fedsgd_update, malicious_mlp
 from trainleak.federated.data import Pool, load_pool
 from trainleak.federated.evaluation import audit_certificates, score_exact_recovery
+from trainleak.federated.functional import FirstLayerSplit
 from trainleak.federated.scenarios import active_cell, passive_cell, trained_mlp
 from trainleak.models import build_model, model_spec
 from trainleak.releases import Knowledge
@@ -99,7 +101,13 @@ def test_float32_updates_are_decoded_without_false_certificates() -> None:
     certified = 0
     for seed in range(4):
         spec, params = malicious_mlp(
-            (12,), 3, public, n_groups=3, bins_per_group=16, hidden=8, dtype=torch.float32,
+            (12,),
+            3,
+            public,
+            n_groups=3,
+            bins_per_group=16,
+            hidden=8,
+            dtype=torch.float32,
             seed=seed,
         )
         x, y = tiny_batch(4, 12, seed=4 + seed)
@@ -149,6 +157,38 @@ def test_passive_decoding_certifies_small_batches_on_an_honest_mlp(mnist_pool: P
     (row,) = passive_cell(mnist_pool, spec, params, 16, [ErasureDecodingPassive()], seed=0)
     assert row["exact_rate"] == 1.0 and row["certified_fraction"] == 1.0
     assert row["false_certificates"] == 0 and row["label_accuracy"] == 1.0
+
+
+def test_span_decoding_goes_beyond_peeling_on_a_small_mnist_mlp(mnist_pool: Pool) -> None:
+    """Fast version of the slow check below: peeling alone stalls, the span decodes and the
+    certificate proves the whole batch (through the span reduction for the stalled core)."""
+    spec, params = trained_mlp(mnist_pool, width=256, steps=0)
+    attacks = [ErasureDecodingPassive(span_search=False), ErasureDecodingPassive()]
+    peel, span = passive_cell(mnist_pool, spec, params, 24, attacks, seed=1)
+    assert peel["exact_rate"] < 0.5 and span["exact_rate"] == 1.0
+    assert span["certified_fraction"] == 1.0 and span["batch_certified"]
+    assert span["false_certificates"] == 0 and span["label_accuracy"] == 1.0
+
+
+def test_span_solve_recovers_a_batch_from_its_codewords() -> None:
+    """The span decoder's two steps on a batch no row isolates: single-sample codewords pass
+    the next-layer test and a mixture of two does not; the codewords solve the batch."""
+    spec = model_spec("mlp", input_shape=(32,), hidden=[64], out_dim=3)
+    params = {k: v.double() for k, v in build_model(spec, seed=2).state_dict().items()}
+    x, y = tiny_batch(6, 32, seed=5)
+    upd = fedsgd_update(spec, params, x, y)
+    split = FirstLayerSplit(release_model(upd))
+    g = torch.cat([upd.update["layers.0.weight"], upd.update["layers.0.bias"].unsqueeze(1)], 1)
+    live = torch.nonzero(g.abs().amax(1) > 0).squeeze(1)
+    u, sv, vh = torch.linalg.svd(g[live], full_matrices=False)
+    deltas = split.labelled_deltas(x, y)[:, live]
+    dec = SpanDecoder(split, params["layers.1.weight"], 1e-9, torch.Generator())
+    assert all(dec._is_single(d / d.abs().max(), live) for d in deltas)
+    mixed = deltas[0] / deltas[0].abs().max() + deltas[1] / deltas[1].abs().max()
+    assert not dec._is_single(mixed / mixed.abs().max(), live)
+    state = SpanState(live, u[:, :6], sv[:6], vh[:6], deltas)
+    solved = dec.solve(g, state, 6)
+    assert float(torch.cdist(solved, x, p=float("inf")).amin(1).max()) < 1e-10
 
 
 @pytest.mark.slow

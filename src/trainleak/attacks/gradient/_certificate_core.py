@@ -140,7 +140,7 @@ def _label_radius(lin: Linearisation, a: float, norm: float, big_l: float) -> fl
     """Largest ``t`` with ``(sigma_min(X~) - t) min ||q_y - q_y'|| > a + ||J|| t + L t^2 / 2``."""
     xt = torch.cat([lin.x, torch.ones(lin.n, 1, dtype=lin.x.dtype)], dim=1)
     sx = float(torch.linalg.svdvals(xt).min())
-    gaps = (lin.q.gather(1, lin.labels.reshape(-1, 1, 1).expand(-1, 1, lin.q.shape[2])) - lin.q)
+    gaps = lin.q.gather(1, lin.labels.reshape(-1, 1, 1).expand(-1, 1, lin.q.shape[2])) - lin.q
     gnorm = gaps.norm(dim=2)  # (n, C)
     gnorm[torch.arange(lin.n), lin.labels] = math.inf
     dmin = float(gnorm.min())

@@ -55,7 +55,7 @@ def mixing_gram(lin: Linearisation) -> torch.Tensor:
 
 def _move_matrix(lin: Linearisation) -> torch.Tensor:
     """``T^T T`` for ``T: N -> (sum_j N_kj (x_j - x_k))_k``, block diagonal ``(n^2, n^2)``."""
-    n, x = lin.n, lin.x
+    x = lin.x
     diff = x.unsqueeze(0) - x.unsqueeze(1)  # [k, j] = x_j - x_k
     blocks = diff @ diff.transpose(1, 2)  # (n, n, n)
     return torch.block_diag(*blocks)

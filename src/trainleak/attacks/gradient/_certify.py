@@ -81,30 +81,32 @@ class BatchCertifier:
             if isinstance(e_scale, str):
                 return Certificate.refuse(n, e_scale)
             noise = 2 * noise + e_scale * self.measured.norm(dim=1)
+        return self._prove(lin, resid, noise)
+
+    def _prove(self, lin: Linearisation, resid: torch.Tensor, noise: torch.Tensor) -> Certificate:
+        """Pivot chain, then the core (or the whole batch) through a Kantorovich bound."""
+        n = lin.n
         chain = pivot_chain(lin, resid, noise, self.settings.tol)
         error, radius = chain.error.clone(), lin.radius.clone()
         allowance = chain.row_allowance(lin.xt_norm)
         core = torch.tensor([i for i in range(n) if i not in set(chain.order)], dtype=torch.long)
-        if core.numel():
-            got = self._core(lin.subset(core), float((resid.norm(dim=1) + allowance + noise).norm()))
-            if got.reason and n * n <= self.settings.max_span:  # the whole batch as one core
-                core = torch.arange(n)
-                got = span_core_bound(
-                    lin, float((resid.norm(dim=1) + noise).norm()), self.settings.tol,
-                    self.settings.max_span,
-                )
-                allowance = torch.zeros_like(allowance)
-            if got.reason:
-                return Certificate.refuse(
-                    n, f"{core.numel()} samples without a pivot row: {got.reason}"
-                )
-            error[core], radius[core] = got.error, got.radius
-            sub = lin.subset(core)
-            dev_c = sub.lipschitz(got.error) * got.error
-            allowance = allowance + (
-                dev_c * sub.xt_norm.unsqueeze(1) + (sub.coefficients().abs() + dev_c) * got.error
-            ).sum(0)
-        return self._conclude(error, radius, resid, allowance + noise)
+        if core.numel() == 0:
+            return self._conclude(error, radius, resid, allowance + noise)
+        a = float((resid.norm(dim=1) + allowance + noise).norm())
+        got = self._core(lin.subset(core), a)
+        if got.reason and n * n <= self.settings.max_span:  # the whole batch as one core
+            core, allowance = torch.arange(n), torch.zeros_like(allowance)
+            a = float((resid.norm(dim=1) + noise).norm())
+            got = span_core_bound(lin, a, self.settings.tol, self.settings.max_span)
+        if got.reason:
+            return Certificate.refuse(
+                n, f"{core.numel()} samples without a pivot row: {got.reason}"
+            )
+        error[core], radius[core] = got.error, got.radius
+        sub = lin.subset(core)
+        dev_c = sub.lipschitz(got.error) * got.error
+        moves = dev_c * sub.xt_norm.unsqueeze(1) + (sub.coefficients().abs() + dev_c) * got.error
+        return self._conclude(error, radius, resid, allowance + moves.sum(0) + noise)
 
     def _core(self, sub: Linearisation, a: float) -> CoreBound:
         """The direct Kantorovich bound when small enough, else the span reduction."""
@@ -151,4 +153,3 @@ def default_tolerance(dtype: torch.dtype) -> float:
 def unit_roundoff(dtype: torch.dtype) -> float:
     """Unit roundoff ``u = eps / 2`` of ``dtype``."""
     return float(torch.finfo(dtype).eps) / 2
-

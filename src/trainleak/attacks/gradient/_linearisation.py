@@ -124,9 +124,7 @@ def _linear_layers(split: FirstLayerSplit) -> list[nn.Linear]:
     return layers
 
 
-def _forward(
-    layers: list[nn.Linear], x: torch.Tensor
-) -> tuple[list[torch.Tensor], torch.Tensor]:
+def _forward(layers: list[nn.Linear], x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
     """Hidden pre-activations (every layer but the last) and the softmax output."""
     pres = []
     h = x

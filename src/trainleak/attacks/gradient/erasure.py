@@ -43,6 +43,8 @@ from trainleak.attacks.base import (
     check_hparam,
     register_attack,
 )
+from trainleak.attacks.gradient._certificate import Certificate, CertificateSettings
+from trainleak.attacks.gradient._certify import BatchCertifier, default_tolerance, unit_roundoff
 from trainleak.attacks.gradient._common import (
     FedSGDAttack,
     check_flat_dim,
@@ -50,8 +52,6 @@ from trainleak.attacks.gradient._common import (
     release_model,
     require_fedsgd,
 )
-from trainleak.attacks.gradient._certificate import Certificate, CertificateSettings
-from trainleak.attacks.gradient._certify import BatchCertifier, default_tolerance, unit_roundoff
 from trainleak.attacks.gradient._peeling import DecodeOutcome, PeelingDecoder, default_settings
 from trainleak.attacks.gradient._span import SpanDecoder
 from trainleak.federated.functional import FirstLayerSplit, instantiate
@@ -186,7 +186,7 @@ def _assemble(
     certified = torch.cat([cert.certified, torch.zeros(n_left, dtype=torch.bool)])
     votes = out.votes + ([int(v) for v in left.votes] if left is not None else [])
     n_cert = int(cert.certified.sum())
-    reason = cert.reason if cert.batch or given_b else cert.reason or "batch size not given"
+    reason = "batch size not given" if cert.batch and not given_b else cert.reason
     return Reconstruction(
         inputs=x.reshape(x.shape[0], *shape),
         labels=labels,
