@@ -124,17 +124,18 @@ def rounding_bound(
 
     The certificate *assumes* that every transformed first-layer row of the update is within
     ``kappa u`` times its absolute scale of the exact mean gradient: the absolute-value
-    backprop product of every decoded sample times its input norm, plus its logits'
-    sensitivity to a rounding of its input, plus the measured row's own norm (for samples not
-    decoded). Higham's worst case for sums of ``n`` terms (*Accuracy and Stability of Numerical
-    Algorithms*, 2002, Sec. 3.1) gives ``kappa`` of order ``B + width``; float32 clients of this
-    library measure ``kappa`` below 0.6 (see ``docs/certificates.md``).
+    backprop product of every decoded sample times its input norm, plus its coefficient's
+    sensitivity to a rounding of its input (gradient norm times input norm), plus the measured
+    row's own norm. Higham's worst case for sums of ``n`` terms (*Accuracy and Stability of
+    Numerical Algorithms*, 2002, Sec. 3.1) gives ``kappa`` of order ``B + width``; float32
+    clients of this library measure ``kappa`` below 0.6 (see ``docs/certificates.md``).
     """
     xt = lin.xt_norm
     c = lin.coefficients().abs()
     onehot = torch.nn.functional.one_hot(lin.labels, lin.probs.shape[1]).to(lin.probs.dtype)
     absolute = torch.einsum("icr,ic->ir", lin.q_abs, (lin.probs - onehot).abs())
-    sens = lin.lipschitz() * lin.x.norm(dim=1).unsqueeze(1)
+    xn = lin.x.norm(dim=1)
+    sens = lin.lipschitz(kappa * u * xn) * xn.unsqueeze(1)
     per = ((c + absolute + sens) * xt.unsqueeze(1)).sum(0)
     return kappa * u * (per + measured.norm(dim=1))
 
@@ -163,67 +164,84 @@ def pivot_chain(
     Returns:
         The :class:`Chain`.
     """
-    n = lin.n
-    xt, xn = lin.xt_norm, lin.x.norm(dim=1)
-    chat = lin.coefficients().abs()
+    n, xt, xn = lin.n, lin.xt_norm, lin.x.norm(dim=1)
+    signed = lin.coefficients()
+    chat, curv = signed.abs(), lin.curvature()
     sup = math.sqrt(2.0) * lin.q.norm(dim=1) * (xt + lin.radius).unsqueeze(1)
     res_w, res_b = resid[:, :-1].norm(dim=1), resid[:, -1].abs()
     dist = torch.cdist(lin.x, lin.x)
     dev_c, dev_v = torch.zeros_like(chat), torch.zeros_like(chat)
     s_dist = torch.zeros_like(chat)  # sum_i dev_c[i, r] ||x_i - x_k||, per candidate k
     free = torch.ones(n, dtype=torch.bool)
-    total = sup.sum(0)
     err = torch.full((n,), math.inf, dtype=resid.dtype)
-    label_ok = torch.zeros(n, dtype=torch.bool)
-    order: list[int] = []
-    guard = 4 * n * torch.finfo(resid.dtype).eps
+    label_ok, order = torch.zeros(n, dtype=torch.bool), []
     while bool(free.any()):
         idx = torch.nonzero(free).squeeze(1)
-        t = slack + 2 * (total - sup[idx]).clamp_min(0) + guard * total  # (k, m')
-        e_b = res_b + t + dev_c.sum(0)
+        t = slack + 2 * _others(sup, free, idx)  # (k, m')
+        e_b = res_b + t + dev_c.sum(0)  # bound of the bias coordinate's error
         own = res_w + xn[idx].unsqueeze(1) * res_b + xt[idx].unsqueeze(1) * t
-        num = own + s_dist[idx] + dev_v.sum(0)
         den = chat[idx] - e_b
-        bound = torch.where(den > 0, num / den, math.inf)
+        bound = torch.where(den > 0, (own + s_dist[idx] + dev_v.sum(0)) / den, math.inf)
         best, rows = bound.min(1)
         j = int(best.argmin())
         k, ek, r = int(idx[j]), float(best[j]), int(rows[j])
         if not math.isfinite(ek) or ek > tol or ek > float(lin.radius[k]):
             break
-        label_ok[k] = _labels(lin, k, lin.lipschitz(ek)[k] * ek, e_b[j])
+        region = 0.5 * lin.q[k].norm(dim=0) * lin.m_norm[k]
+        move = (lin.grad_norm[k] + curv[k] * ek).minimum(region) * ek
+        label_ok[k] = _labels(lin, k, move, e_b[j])
         free[k] = False
         if not bool(label_ok[k]):
             continue  # stays unordered: its contribution is part of the others' leak
         err[k] = ek
         order.append(k)
-        dev_c[k] = _coefficient_moves(lin, k, r, float(own[j, r]), float(den[j, r]), err, dev_c)
+        dev_c[k] = _coefficient_moves(lin, (k, r), (float(own[j, r]), float(den[j, r])), err, dev_c)
         dev_v[k] = (chat[k] + dev_c[k]) * ek
         s_dist += dist[:, k].unsqueeze(1) * dev_c[k].unsqueeze(0)
-        total = total - sup[k]
     return Chain(order, err, label_ok, dev_c, dev_v)
+
+
+def _others(sup: torch.Tensor, free: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``sum_{i free, i != k} sup[i, r]`` for every candidate ``k`` in ``idx``, rounded up.
+
+    Summed directly (never as a total minus ``k``'s term, whose cancellation could hide the
+    other samples' share behind ``k``'s own rounding): the largest free term of a row is left
+    out for the candidate that holds it, every free term for the others.
+    """
+    live = sup * free.unsqueeze(1).to(sup.dtype)
+    top = live.argmax(0)  # (m',)
+    rest = live.clone()
+    rest[top, torch.arange(live.shape[1])] = 0.0
+    grow = 1 + 2 * int(free.sum()) * torch.finfo(sup.dtype).eps
+    total, without_top = live.sum(0) * grow, rest.sum(0) * grow
+    return torch.where(top.unsqueeze(0) == idx.unsqueeze(1), without_top, total)
 
 
 def _coefficient_moves(
     lin: Linearisation,
-    k: int,
-    r: int,
-    own: float,
-    den: float,
+    pivot: tuple[int, int],
+    parts: tuple[float, float],
     err: torch.Tensor,
     dev_c: torch.Tensor,
 ) -> torch.Tensor:
     """Bound of ``|c_kr'(x'_k) - c_kr'(x_k)|`` for every row ``r'`` once ``k`` is pivoted in
-    ``r``: ``grad c_kr' . (x'_k - x_k)`` with the pivot equation's terms, plus curvature."""
+    row ``r`` (``pivot = (k, r)``; ``parts`` = the pivot equation's own error and denominator):
+    ``grad c_kr' . (x'_k - x_k)`` with the pivot equation's terms, plus curvature."""
+    k, r = pivot
+    own, den = parts
     members = torch.nonzero(dev_c[:, r] > 0).squeeze(1)
     g = lin.grad_norm[k]
     first = g * own
     if members.numel():
         w = lin.jpm[k] @ (lin.x[members] - lin.x[k]).T  # (C, |members|)
         along = (lin.q[k].T @ w).abs()  # (m', |members|): |grad c_kr' . (x_i - x_k)|
-        c_i = lin.coefficients()[members, r].abs() + dev_c[members, r]
+        onehot = torch.nn.functional.one_hot(lin.labels[members], lin.probs.shape[1])
+        c_i = torch.einsum("ic,ic->i", lin.q[members, :, r], lin.probs[members] - onehot)
+        c_i = c_i.abs() + dev_c[members, r]
         first = first + along @ dev_c[members, r] + g * float((c_i * err[members]).sum())
     ek = float(err[k])
-    return first / den + 0.5 * lin.curvature()[k] * ek**2
+    qn_k = lin.q[k].norm(dim=0)
+    return first / den + 0.75 * qn_k * float(lin.m_norm[k]) ** 2 * ek**2
 
 
 def _labels(lin: Linearisation, k: int, move: torch.Tensor, e_b: torch.Tensor) -> bool:

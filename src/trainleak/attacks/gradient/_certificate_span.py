@@ -4,12 +4,13 @@ The core's block ``G = C^T X~`` (``C``: the ``n`` core samples' coefficient rows
 inputs with a trailing 1) has rank ``n``. Any true core ``(C', X~')`` whose block ``G'`` is
 within ``a`` of ``G`` has rank ``n`` too when ``sigma_n(G) > a``, so the rows of ``X~'`` span
 ``G'``'s row space, which Wedin's theorem puts within ``sin theta <= a / sigma_n(G)`` of the
-span of ``X~``. Hence, *globally*, ``X~' = M X~ + R`` with ``||R_k|| <= sin theta ||x~'_k||``,
-and ``C'^T M = C^T + Delta`` with ``||Delta|| <= (a + ||C'|| ||R||) / sigma_n(X~)``. Only the
-``n x n`` mixing matrix ``M = I + N`` is left, tied to the network by ``C'_k = c(x'_k)``:
+span of ``X~``. Hence, *globally*, ``X~' = M X~ + R`` with ``||R_k|| <= sin theta ||x~'_k||``
+and ``R`` orthogonal to the rows of ``X~``, so that ``C'^T M = C^T + Delta`` with ``Delta = (G'
+- G) X~^+``, ``||Delta|| <= a / sigma_n(X~)``. Only the ``n x n`` mixing matrix ``M = I + N`` is
+left, tied to the network by ``C'_k = c(x'_k)`` with ``x'_k - x_k = sum_j N_kj (x_j - x_k) +
+s_k`` (``s_k`` from ``R``, ``||s_k|| <= ||R_k|| ||x~_k||``):
 
-    ``Dc_k (sum_j N_kj (x_j - x_k)) + sum_j N_jk c_j = (terms in R, Delta, N^2)``,
-    ``sum_j N_kj = -R_{k, d}``.
+    ``Dc_k (sum_j N_kj (x_j - x_k)) + sum_j N_jk c_j = (terms in s, Delta, N^2)``.
 
 The left side is a linear map ``K`` of ``N`` (``n^2`` unknowns, its Gram matrix assembled
 here). In ``tau = ||K N||`` the right side is at most ``b0 + beta tau^2`` (``||N|| <= tau /
@@ -44,7 +45,7 @@ def mixing_gram(lin: Linearisation) -> torch.Tensor:
     g = torch.einsum("kcr,kjc->kjr", lin.q, w)  # g_kj = Dc_k (x_j - x_k), (n, n, m')
     gram = torch.zeros(n, n, n, n, dtype=x.dtype)
     ar = torch.arange(n)
-    gram[ar, :, ar, :] += torch.einsum("kjr,kir->kji", g, g) + 1.0  # + row-sum rows
+    gram[ar, :, ar, :] += torch.einsum("kjr,kir->kji", g, g)
     cross = torch.einsum("kjr,lr->kjl", g, c)  # g_kj . c_l
     kk, jj, ll = torch.meshgrid(ar, ar, ar, indexing="ij")
     gram[kk, jj, ll, kk] += cross
@@ -100,10 +101,8 @@ def span_core_bound(lin: Linearisation, a: float, tol: float, max_size: int) -> 
         return CoreBound(math.inf, 0.0, f"core span not resolved (sigma_n {s_g:.3g})")
     rho = float(lin.radius.min())
     sin = a / s_g
-    r_norm = sin * float((lin.xt_norm + rho).norm())  # ||R||_F
     s_norm = sin * float(((lin.xt_norm + rho) * lin.xt_norm).norm())  # ||s||_F
-    c_move = float((lin.lipschitz() * rho).norm())
-    delta = (a + (float(c.norm()) + c_move) * r_norm) / s_x
+    delta = a / s_x  # R X~^+ = 0: R is orthogonal to the rows of X~
     qn = torch.linalg.matrix_norm(lin.q, ord=2)
     kappa = float((1.5 * qn * lin.m_norm**2).max())
     dc = float((qn * torch.linalg.matrix_norm(lin.jpm, ord=2)).max())
@@ -111,7 +110,7 @@ def span_core_bound(lin: Linearisation, a: float, tol: float, max_size: int) -> 
     if not (sigma > 0 and math.isfinite(gamma)):
         return CoreBound(math.inf, 0.0, "core mixing map singular")
     # in tau = ||K N||: ||N|| <= tau / sigma, ||T N|| <= gamma tau, right side <= b0 + beta tau^2
-    b0 = dc * s_norm + kappa * s_norm**2 + 2 * delta + r_norm
+    b0 = dc * s_norm + kappa * s_norm**2 + 2 * delta
     beta = kappa * gamma**2 + 2 * float(c.norm()) / sigma**2
     disc = 1 - 4 * b0 * beta
     if not disc > 0:

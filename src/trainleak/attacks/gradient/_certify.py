@@ -19,7 +19,7 @@ from trainleak.attacks.gradient._certificate import (
     pivot_chain,
     rounding_bound,
 )
-from trainleak.attacks.gradient._certificate_core import CoreBound, core_bound
+from trainleak.attacks.gradient._certificate_core import core_bound
 from trainleak.attacks.gradient._certificate_scale import scale_error
 from trainleak.attacks.gradient._certificate_span import span_core_bound
 from trainleak.attacks.gradient._linearisation import Linearisation, linearise
@@ -93,11 +93,13 @@ class BatchCertifier:
         if core.numel() == 0:
             return self._conclude(error, radius, resid, allowance + noise)
         a = float((resid.norm(dim=1) + allowance + noise).norm())
-        got = self._core(lin.subset(core), a)
+        got = core_bound(lin.subset(core), a, self.settings.tol, self.settings.max_core)
         if got.reason and n * n <= self.settings.max_span:  # the whole batch as one core
             core, allowance = torch.arange(n), torch.zeros_like(allowance)
             a = float((resid.norm(dim=1) + noise).norm())
             got = span_core_bound(lin, a, self.settings.tol, self.settings.max_span)
+        elif got.reason.startswith("core of"):  # too large for the direct bound
+            got = span_core_bound(lin.subset(core), a, self.settings.tol, self.settings.max_span)
         if got.reason:
             return Certificate.refuse(
                 n, f"{core.numel()} samples without a pivot row: {got.reason}"
@@ -107,13 +109,6 @@ class BatchCertifier:
         dev_c = sub.lipschitz(got.error) * got.error
         moves = dev_c * sub.xt_norm.unsqueeze(1) + (sub.coefficients().abs() + dev_c) * got.error
         return self._conclude(error, radius, resid, allowance + moves.sum(0) + noise)
-
-    def _core(self, sub: Linearisation, a: float) -> CoreBound:
-        """The direct Kantorovich bound when small enough, else the span reduction."""
-        got = core_bound(sub, a, self.settings.tol, self.settings.max_core)
-        if got.reason.startswith("core of"):
-            got = span_core_bound(sub, a, self.settings.tol, self.settings.max_span)
-        return got
 
     def _rest(self, lin: Linearisation, keep: torch.Tensor) -> torch.Tensor:
         """Rows left after subtracting the samples ``keep`` at their decoded values."""
