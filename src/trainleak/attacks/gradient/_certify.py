@@ -11,6 +11,8 @@ certified: with samples missing, nothing bounds where they reach.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from trainleak.attacks.gradient._certificate import (
@@ -20,6 +22,7 @@ from trainleak.attacks.gradient._certificate import (
     rounding_bound,
 )
 from trainleak.attacks.gradient._certificate_core import core_bound
+from trainleak.attacks.gradient._certificate_refine import refine_chain
 from trainleak.attacks.gradient._certificate_scale import scale_error
 from trainleak.attacks.gradient._certificate_span import span_core_bound
 from trainleak.attacks.gradient._linearisation import Linearisation, linearise
@@ -86,10 +89,11 @@ class BatchCertifier:
     def _prove(self, lin: Linearisation, resid: torch.Tensor, noise: torch.Tensor) -> Certificate:
         """Pivot chain, then the core (or the whole batch) through a Kantorovich bound."""
         n = lin.n
-        chain = pivot_chain(lin, resid, noise, self.settings.tol)
+        chain = refine_chain(lin, resid, noise, pivot_chain(lin, resid, noise, math.inf))
         error, radius = chain.error.clone(), lin.radius.clone()
+        core = torch.nonzero(~(error <= self.settings.tol)).squeeze(1)
+        chain.dev_c[core], chain.dev_v[core] = 0.0, 0.0  # the core's moves are bounded below
         allowance = chain.row_allowance(lin.xt_norm)
-        core = torch.tensor([i for i in range(n) if i not in set(chain.order)], dtype=torch.long)
         if core.numel() == 0:
             return self._conclude(error, radius, resid, allowance + noise)
         a = float((resid.norm(dim=1) + allowance + noise).norm())
