@@ -52,6 +52,7 @@ ZERO: dict[str, Any] = {
     "exact": 0.0,
     "samples": 0,
     "refused": 0,
+    "narrow": 0,
 }
 
 
@@ -68,6 +69,8 @@ def run_case(case: HardCase) -> dict[str, Any]:
     except ConfigError:  # the true batch size refused as contradicting the update
         return dict(ZERO, samples=len(case.x), refused=1)
     audit = audit_certificates(case.x, case.y, rec, atol=TOL)
+    radius = torch.tensor(rec.diagnostics["certificate_radius"])
+    narrow = int(((radius < TOL) & rec.certified[: len(radius)]).sum())
     return {
         "certified": audit.certified,
         "false": audit.false,
@@ -77,6 +80,7 @@ def run_case(case: HardCase) -> dict[str, Any]:
         "exact": score_exact_recovery(case.x, case.y, rec, atol=TOL).exact_rate * len(case.x),
         "samples": len(case.x),
         "refused": 0,
+        "narrow": narrow,
     }
 
 
@@ -120,7 +124,8 @@ def markdown(res: dict[str, Any]) -> str:
         f"**Certified samples: {t['certified']}. False certificates: {t['false']}. "
         f"Bound violations: {t['bound_violations']}. Certified batches: "
         f"{t['batch_certified']}, of which false: {t['batch_false']}. True batch sizes refused "
-        f"as contradicting the update: {t['refused']}.**",
+        f"as contradicting the update: {t['refused']}.** Certified samples whose radius (the "
+        f"neighbourhood the proof covers) is below the tolerance: {t['narrow']}.",
         "",
         "| family | mode | B | distance | cases | samples | exact | certified | false | "
         "bound violations | certified batches | false batches |",
@@ -160,6 +165,7 @@ def main() -> None:
     rows, seeds = sweep(args.target, args.min_seeds, args.max_seeds)
     keys = (
         "refused",
+        "narrow",
         "cases",
         "samples",
         "exact",

@@ -4,7 +4,7 @@
 transform) is the mean of ``B`` per-sample gradients of the released model, up to a rounding
 error bounded row by row by :func:`rounding_bound`. For a decoded batch of ``B`` samples
 ``x_k`` with labels ``y_k`` the certificate returns, for every sample, an error bound ``e_k <=
-tol`` and a radius ``rho_k >= tol`` such that *every* batch ``(x'_k, y'_k)`` of ``B`` samples
+tol`` and a radius ``rho_k > e_k`` such that *every* batch ``(x'_k, y'_k)`` of ``B`` samples
 that reproduces ``U`` within that rounding and has ``||x'_k - x_k||_2 <= rho_k`` for all ``k``
 satisfies ``||x'_k - x_k||_2 <= e_k`` and ``y'_k = y_k`` for all ``k``. Since ``||.||_inf <=
 ||.||_2`` the bound holds coordinate by coordinate. It is all or nothing: either the whole

@@ -129,7 +129,7 @@ def core_bound(lin: Linearisation, a: float, tol: float, max_size: int) -> CoreB
     t1 = 2 * a / (sigma + math.sqrt(disc))
     t2 = (sigma + math.sqrt(disc)) / big_l
     radius = min(rho, t2 * (1 - 1e-9), _label_radius(lin, a, norm, big_l))
-    if not (t1 <= tol and radius >= tol):
+    if not (t1 <= tol and radius > t1):
         return CoreBound(
             math.inf, 0.0, f"core bound {t1:.3g} or radius {radius:.3g} misses tolerance {tol:g}"
         )

@@ -122,7 +122,7 @@ def span_core_bound(lin: Linearisation, a: float, tol: float, max_size: int) -> 
     tau_local = min(tau2 * (1 - 1e-9), 0.5 * sigma, tau_lab)
     error = gamma * tau1 + s_norm
     radius = min(rho, tau_local * s_x / max(norm, 1e-300))
-    if not (tau1 <= tau_local and error <= tol and radius >= tol):
+    if not (tau1 <= tau_local and error <= tol and radius > error):
         return CoreBound(
             math.inf, 0.0, f"core bound {error:.3g} or radius {radius:.3g} misses tolerance {tol:g}"
         )

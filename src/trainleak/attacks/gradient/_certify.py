@@ -132,8 +132,8 @@ class BatchCertifier:
             )
         if not bool((error <= tol).all()):
             return Certificate.refuse(n, f"error bound {float(error.max()):.3g} above {tol:g}")
-        if not bool((radius >= tol).all()):
-            return Certificate.refuse(n, "an activation region is narrower than the tolerance")
+        if not bool((radius > error).all()):
+            return Certificate.refuse(n, "an activation region is narrower than the error bound")
         return Certificate(
             certified=torch.ones(n, dtype=torch.bool),
             error_bound=error.to(torch.float64),
