@@ -140,6 +140,24 @@ def rounding_bound(
     return kappa * u * (per + measured.norm(dim=1))
 
 
+def own_rounding(lin: Linearisation, measured: torch.Tensor) -> torch.Tensor:
+    """Per-row bound of the rounding of the certificate's own float64 residual ``(m',)``.
+
+    Row ``r`` of the residual is ``R_r - sum_i c_ir (x_i, 1)``: a sum whose terms with ``c_ir
+    = 0`` are exact, so Higham's ``gamma_k`` applies with ``k`` the row's members plus the
+    ``C`` terms of each coefficient and a few operations: ``gamma_k sum_i (|c_ir| +
+    |q_ir|.|p_i - e_y|) ||(x_i, 1)|| + u ||R_r||``.
+    """
+    u = float(torch.finfo(torch.float64).eps) / 2
+    members = (lin.q.norm(dim=1) > 0).sum(0).to(torch.float64)  # (m',)
+    k = members + lin.probs.shape[1] + 4
+    gamma = k * u / (1 - k * u)
+    onehot = torch.nn.functional.one_hot(lin.labels, lin.probs.shape[1]).to(lin.probs.dtype)
+    absolute = torch.einsum("icr,ic->ir", lin.q_abs, (lin.probs - onehot).abs())
+    scale = ((lin.coefficients().abs() + absolute) * lin.xt_norm.unsqueeze(1)).sum(0)
+    return gamma * scale + u * measured.norm(dim=1)
+
+
 def pivot_chain(
     lin: Linearisation,
     resid: torch.Tensor,

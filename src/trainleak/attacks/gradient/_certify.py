@@ -18,6 +18,7 @@ import torch
 from trainleak.attacks.gradient._certificate import (
     Certificate,
     CertificateSettings,
+    own_rounding,
     pivot_chain,
     rounding_bound,
 )
@@ -77,7 +78,7 @@ class BatchCertifier:
         lin = linearise(self.split, x, labels, self.transform)
         noise = rounding_bound(
             lin, self.measured, self.settings.rounding, self.settings.unit_roundoff
-        )
+        ) + own_rounding(lin, self.measured)
         resid = self._rest(lin, torch.arange(n))
         if self.fitted:
             e_scale = scale_error(lin, resid, noise, self.measured)
