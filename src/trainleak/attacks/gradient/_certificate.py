@@ -120,42 +120,48 @@ class Chain:
 def rounding_bound(
     lin: Linearisation, measured: torch.Tensor, kappa: float, u: float
 ) -> torch.Tensor:
-    """Per-row bound of the update's rounding error, in per-sample units ``(m',)``.
+    """Per-row bound of the update's rounding error, in per-sample units ``(m', 2)``: column 0
+    for the weight part of the row (l2), column 1 for its bias entry.
 
     The certificate *assumes* that every transformed first-layer row of the update is within
-    ``kappa u`` times its absolute scale of the exact mean gradient: the absolute-value
-    backprop product of every decoded sample times its input norm, plus its coefficient's
-    sensitivity to a rounding of its input (gradient norm times input norm), plus the measured
-    row's own norm. Higham's worst case for sums of ``n`` terms (*Accuracy and Stability of
-    Numerical Algorithms*, 2002, Sec. 3.1) gives ``kappa`` of order ``B + width``; float32
-    clients of this library measure ``kappa`` below 0.6 (see ``docs/certificates.md``).
+    ``kappa u`` times its absolute scale of the exact mean gradient. The scale of the bias entry
+    is the sum over decoded samples of the absolute-value backprop product plus the
+    coefficient's sensitivity to a rounding of the input (gradient norm times input norm), plus
+    the measured entry; the weight part's scale weights each sample by its input norm. Higham's
+    worst case for sums of ``n`` terms (*Accuracy and Stability of Numerical Algorithms*, 2002,
+    Sec. 3.1) gives ``kappa`` of order ``B + width``; float32 clients of this library measure
+    ``kappa`` below 0.6 (see ``docs/certificates.md``).
     """
-    xt = lin.xt_norm
     c = lin.coefficients().abs()
     onehot = torch.nn.functional.one_hot(lin.labels, lin.probs.shape[1]).to(lin.probs.dtype)
     absolute = torch.einsum("icr,ic->ir", lin.q_abs, (lin.probs - onehot).abs())
     xn = lin.x.norm(dim=1)
     sens = lin.lipschitz(kappa * u * xn) * xn.unsqueeze(1)
-    per = ((c + absolute + sens) * xt.unsqueeze(1)).sum(0)
-    return kappa * u * (per + measured.norm(dim=1))
+    scale = c + absolute + sens
+    w = (scale * xn.unsqueeze(1)).sum(0) + measured[:, :-1].norm(dim=1)
+    b = scale.sum(0) + measured[:, -1].abs()
+    return kappa * u * torch.stack([w, b], dim=1)
 
 
 def own_rounding(lin: Linearisation, measured: torch.Tensor) -> torch.Tensor:
-    """Per-row bound of the rounding of the certificate's own float64 residual ``(m',)``.
+    """Per-row bound of the rounding of the certificate's own float64 residual ``(m', 2)``.
 
     Row ``r`` of the residual is ``R_r - sum_i c_ir (x_i, 1)``: a sum whose terms with ``c_ir
     = 0`` are exact, so Higham's ``gamma_k`` applies with ``k`` the row's members plus the
     ``C`` terms of each coefficient and a few operations: ``gamma_k sum_i (|c_ir| +
-    |q_ir|.|p_i - e_y|) ||(x_i, 1)|| + u ||R_r||``.
+    |q_ir|.|p_i - e_y|) (||x_i||, 1) + u (||R_r,w||, |R_r,b|)``.
     """
     u = float(torch.finfo(torch.float64).eps) / 2
     members = (lin.q.norm(dim=1) > 0).sum(0).to(torch.float64)  # (m',)
     k = members + lin.probs.shape[1] + 4
-    gamma = k * u / (1 - k * u)
+    gamma = (k * u / (1 - k * u)).unsqueeze(1)
     onehot = torch.nn.functional.one_hot(lin.labels, lin.probs.shape[1]).to(lin.probs.dtype)
     absolute = torch.einsum("icr,ic->ir", lin.q_abs, (lin.probs - onehot).abs())
-    scale = ((lin.coefficients().abs() + absolute) * lin.xt_norm.unsqueeze(1)).sum(0)
-    return gamma * scale + u * measured.norm(dim=1)
+    scale = lin.coefficients().abs() + absolute
+    w = (scale * lin.x.norm(dim=1).unsqueeze(1)).sum(0)
+    parts = torch.stack([w, scale.sum(0)], dim=1)
+    meas = torch.stack([measured[:, :-1].norm(dim=1), measured[:, -1].abs()], dim=1)
+    return gamma * parts + u * meas
 
 
 def pivot_chain(
@@ -176,16 +182,18 @@ def pivot_chain(
     Args:
         lin: the samples' linearisation.
         resid: residual rows ``(m', d + 1)`` after subtracting every sample of ``lin``.
-        slack: per-row bound of everything not modelled by ``lin`` (rounding).
+        slack: per-row bound ``(m', 2)`` of everything not modelled by ``lin`` (rounding):
+            column 0 for the weight part, column 1 for the bias entry.
         tol: samples whose bound exceeds ``tol`` stay off the chain.
 
     Returns:
         The :class:`Chain`.
     """
-    n, xt, xn = lin.n, lin.xt_norm, lin.x.norm(dim=1)
+    n, xn = lin.n, lin.x.norm(dim=1)
     signed = lin.coefficients()
     chat, curv = signed.abs(), lin.curvature()
-    sup = math.sqrt(2.0) * lin.q.norm(dim=1) * (xt + lin.radius).unsqueeze(1)
+    qn = math.sqrt(2.0) * lin.q.norm(dim=1)  # sup |c_ir| over the ball and every label
+    sup_w, sup_b = qn * (xn + lin.radius).unsqueeze(1), qn
     res_w, res_b = resid[:, :-1].norm(dim=1), resid[:, -1].abs()
     dist = torch.cdist(lin.x, lin.x)
     dev_c, dev_v = torch.zeros_like(chat), torch.zeros_like(chat)
@@ -195,9 +203,10 @@ def pivot_chain(
     label_ok, order = torch.zeros(n, dtype=torch.bool), []
     while bool(free.any()):
         idx = torch.nonzero(free).squeeze(1)
-        t = slack + 2 * _others(sup, free, idx)  # (k, m')
-        e_b = res_b + t + dev_c.sum(0)  # bound of the bias coordinate's error
-        own = res_w + xn[idx].unsqueeze(1) * res_b + xt[idx].unsqueeze(1) * t
+        t_w = slack[:, 0] + 2 * _others(sup_w, free, idx)  # (k, m')
+        t_b = slack[:, 1] + 2 * _others(sup_b, free, idx)
+        e_b = res_b + t_b + dev_c.sum(0)  # bound of the bias coordinate's error
+        own = res_w + t_w + xn[idx].unsqueeze(1) * (res_b + t_b)
         den = chat[idx] - e_b
         bound = torch.where(den > 0, (own + s_dist[idx] + dev_v.sum(0)) / den, math.inf)
         best, rows = bound.min(1)

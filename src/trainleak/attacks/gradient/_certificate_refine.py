@@ -27,13 +27,13 @@ def refine_chain(
     if not bool(on.all()):
         return chain  # samples off the chain reach rows without a bound
     err, dev_c, dev_v = chain.error.clone(), chain.dev_c.clone(), chain.dev_v.clone()
-    xt, xn = lin.xt_norm, lin.x.norm(dim=1)
+    xn = lin.x.norm(dim=1)
     chat = lin.coefficients().abs()
     res_w, res_b = resid[:, :-1].norm(dim=1), resid[:, -1].abs()
     dist = torch.cdist(lin.x, lin.x)
-    own = res_w + xn.unsqueeze(1) * res_b + xt.unsqueeze(1) * slack  # (n, m')
+    own = res_w + slack[:, 0] + xn.unsqueeze(1) * (res_b + slack[:, 1])  # (n, m')
     for _ in range(passes):
-        e_b = res_b + slack + dev_c.sum(0) - dev_c  # every member but k
+        e_b = res_b + slack[:, 1] + dev_c.sum(0) - dev_c  # every member but k
         num = own + dist @ dev_c + dev_v.sum(0) - dev_v
         den = chat - e_b
         bound = torch.where(den > 0, num / den, math.inf)

@@ -19,6 +19,7 @@ import math
 
 import torch
 
+from trainleak.attacks.gradient._certificate import _others
 from trainleak.attacks.gradient._linearisation import Linearisation
 
 
@@ -27,12 +28,15 @@ def _lone_rows(
 ) -> list[tuple[int, int, float, float]]:
     """``(sample, row, position bound, bias error)`` of the two samples best isolated by a row
     of their own (every other sample's coefficient bounded as in the pivot chain)."""
-    xt, xn = lin.xt_norm, lin.x.norm(dim=1)
+    xn = lin.x.norm(dim=1)
     chat = lin.coefficients().abs()
-    sup = math.sqrt(2.0) * lin.q.norm(dim=1) * (xt + lin.radius).unsqueeze(1)
-    t = 2 * slack + 2 * (sup.sum(0) - sup).clamp_min(0)
-    e_b = resid[:, -1].abs() + t
-    num = resid[:, :-1].norm(dim=1) + xn.unsqueeze(1) * resid[:, -1].abs() + xt.unsqueeze(1) * t
+    qn = math.sqrt(2.0) * lin.q.norm(dim=1)
+    sup_w, sup_b = qn * (xn + lin.radius).unsqueeze(1), qn
+    everyone, idx = torch.ones(lin.n, dtype=torch.bool), torch.arange(lin.n)
+    t_w = 2 * slack[:, 0] + 2 * _others(sup_w, everyone, idx)
+    t_b = 2 * slack[:, 1] + 2 * _others(sup_b, everyone, idx)
+    e_b = resid[:, -1].abs() + t_b
+    num = resid[:, :-1].norm(dim=1) + t_w + xn.unsqueeze(1) * (resid[:, -1].abs() + t_b)
     num = 2 * num  # residual terms scaled by lambda^-1 <= 2
     den = chat - e_b
     bound = torch.where(den > 0, num / den, math.inf)

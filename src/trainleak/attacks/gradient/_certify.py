@@ -84,7 +84,10 @@ class BatchCertifier:
             e_scale = scale_error(lin, resid, noise, self.measured)
             if isinstance(e_scale, str):
                 return Certificate.refuse(n, e_scale)
-            noise = 2 * noise + e_scale * self.measured.norm(dim=1)
+            meas = torch.stack(
+                [self.measured[:, :-1].norm(dim=1), self.measured[:, -1].abs()], dim=1
+            )
+            noise = 2 * noise + e_scale * meas
         return self._prove(lin, resid, noise)
 
     def _prove(self, lin: Linearisation, resid: torch.Tensor, noise: torch.Tensor) -> Certificate:
@@ -96,12 +99,13 @@ class BatchCertifier:
         chain.dev_c[core], chain.dev_v[core] = 0.0, 0.0  # the core's moves are bounded below
         allowance = chain.row_allowance(lin.xt_norm)
         if core.numel() == 0:
-            return self._conclude(error, radius, resid, allowance + noise)
-        a = float((resid.norm(dim=1) + allowance + noise).norm())
+            return self._conclude(error, radius, resid, allowance + noise.norm(dim=1))
+        rows = lin.q[core].norm(dim=1).amax(0) > 0  # the core's block is zero elsewhere
+        a = float((resid.norm(dim=1) + allowance + noise.norm(dim=1))[rows].norm())
         got = core_bound(lin.subset(core), a, self.settings.tol, self.settings.max_core)
         if got.reason and n * n <= self.settings.max_span:  # the whole batch as one core
             core, allowance = torch.arange(n), torch.zeros_like(allowance)
-            a = float((resid.norm(dim=1) + noise).norm())
+            a = float((resid.norm(dim=1) + noise.norm(dim=1)).norm())
             got = span_core_bound(lin, a, self.settings.tol, self.settings.max_span)
         elif got.reason.startswith("core of"):  # too large for the direct bound
             got = span_core_bound(lin.subset(core), a, self.settings.tol, self.settings.max_span)
@@ -113,7 +117,7 @@ class BatchCertifier:
         sub = lin.subset(core)
         dev_c = sub.lipschitz(got.error) * got.error
         moves = dev_c * sub.xt_norm.unsqueeze(1) + (sub.coefficients().abs() + dev_c) * got.error
-        return self._conclude(error, radius, resid, allowance + moves.sum(0) + noise)
+        return self._conclude(error, radius, resid, allowance + moves.sum(0) + noise.norm(dim=1))
 
     def _rest(self, lin: Linearisation, keep: torch.Tensor) -> torch.Tensor:
         """Rows left after subtracting the samples ``keep`` at their decoded values."""

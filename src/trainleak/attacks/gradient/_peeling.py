@@ -151,7 +151,7 @@ class PeelingDecoder:
         return Proposals(x[first], idx[first], counts)
 
     def run(self, progress: Progress | None) -> DecodeOutcome:
-        """Peel until nothing new is certified, the batch is complete or rounds run out."""
+        """Peel until nothing new is accepted, the batch is complete or rounds run out."""
         out = DecodeOutcome()
         rows: torch.Tensor | None = None
         for rnd in range(self.settings.max_rounds):
@@ -162,6 +162,9 @@ class PeelingDecoder:
             found = self._merge(props.x, torch.nonzero(ok).squeeze(1), mismatch)
             xs, ys, ks = props.x[found], labels[found], mult[found]
             votes = props.votes[found]
+            if found.numel() == 0 and rows is not None:
+                rows = None  # nothing in the rows that changed: read every row once more
+                continue
             if found.numel() == 0:
                 xs, ys = self._span_round()
                 ks = votes = torch.ones(xs.shape[0], dtype=torch.long)
@@ -189,7 +192,7 @@ class PeelingDecoder:
         return out
 
     def _span_round(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Solve the stalled residual in the span of its first-layer gradient and certify."""
+        """Solve the stalled residual in the span of its first-layer gradient and accept."""
         empty = torch.zeros(0, self.split.in_dim, dtype=self.split.first.weight.dtype)
         none = (empty, torch.zeros(0, dtype=torch.long))
         if self.span is None or self.b is None or self.scale is None:
@@ -261,7 +264,9 @@ class PeelingDecoder:
         kk = torch.round(target / torch.where(c == 0, torch.ones_like(c), c))
         rel = (target - kk * c).abs() / target.abs()
         valid = (kk >= 1) & (kk <= self.settings.max_multiplicity) & (c != 0)
-        valid &= rel <= self.settings.rtol
+        # peeling leaves rounding of the order of what was subtracted from the row
+        slack = 100 * self.settings.row_floor * self.mag[props.row].unsqueeze(1) * self.scale
+        valid &= (target - kk * c).abs() <= self.settings.rtol * target.abs() + slack
         valid &= (kk == 1) | (props.votes >= 2).unsqueeze(1)
         unique = valid.sum(1) == 1
         ok = reach & unique & self._in_range(props.x)
