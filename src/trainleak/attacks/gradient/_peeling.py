@@ -267,6 +267,7 @@ class PeelingDecoder:
         # peeling leaves rounding of the order of what was subtracted from the row
         slack = 100 * self.settings.row_floor * self.mag[props.row].unsqueeze(1) * self.scale
         valid &= (target - kk * c).abs() <= self.settings.rtol * target.abs() + slack
+        valid &= target.abs() > 100 * slack  # rows at the rounding level read nothing
         valid &= (kk == 1) | (props.votes >= 2).unsqueeze(1)
         unique = valid.sum(1) == 1
         ok = reach & unique & self._in_range(props.x)
