@@ -8,10 +8,12 @@ label that is not that sample's label.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
+from scipy.optimize import linear_sum_assignment
 
 
 class Candidates(Protocol):
@@ -25,6 +27,9 @@ class Candidates(Protocol):
 
     @property
     def certified(self) -> torch.Tensor | None: ...
+
+    @property
+    def diagnostics(self) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -108,3 +113,57 @@ def score_exact_recovery(
         mean_psnr=float(psnr.mean()),
         max_error=float(best.max()),
     )
+
+
+@dataclass(frozen=True)
+class CertificateAudit:
+    """Ground-truth audit of an attack's certificates (counts, never used by the attack).
+
+    Certified candidates are assigned to distinct true samples of their label (Hungarian
+    matching on the l2 distance); a certificate is *false* when its candidate lies more than
+    ``atol`` from its assigned sample in some coordinate or has no sample of its label left.
+
+    Attributes:
+        certified: certified candidates.
+        false: false certificates among them.
+        bound_violations: certified candidates farther (l2) from their sample than the error
+            bound the attack stated (``diagnostics["error_bounds"]``), when it states one.
+        batch_certified: whether the attack certified the whole batch.
+        batch_false: the batch is certified but some sample is not recovered within ``atol``
+            by a certified candidate of its label.
+    """
+
+    certified: int
+    false: int
+    bound_violations: int
+    batch_certified: bool
+    batch_false: bool
+
+
+def audit_certificates(
+    x: torch.Tensor, y: torch.Tensor, rec: Candidates, *, atol: float = 1e-6
+) -> CertificateAudit:
+    """Audit ``rec``'s certificates against the true batch ``(x, y)``."""
+
+    b = int(x.shape[0])
+    batch = bool(rec.diagnostics.get("batch_certified", False))
+    if rec.certified is None or not bool(rec.certified.any()):
+        return CertificateAudit(0, 0, 0, batch, batch)
+    idx = torch.nonzero(rec.certified).squeeze(1)
+    cand = rec.inputs.reshape(int(rec.inputs.shape[0]), -1)[idx].to(torch.float64)
+    xt = x.reshape(b, -1).to(torch.float64)
+    labels = rec.labels[idx] if rec.labels is not None else torch.full_like(idx, -1)
+    l2 = torch.cdist(cand, xt)
+    cost = l2 + 1e6 * (labels.unsqueeze(1) != y.unsqueeze(0)).to(l2.dtype)
+    rows, cols = linear_sum_assignment(cost.numpy())
+    rows_t, cols_t = torch.as_tensor(rows), torch.as_tensor(cols)
+    err = (cand[rows_t] - xt[cols_t]).abs().amax(1)
+    ok = (err <= atol) & (labels[rows_t] == y[cols_t])
+    false = int(idx.numel()) - int(ok.sum())
+    bounds = rec.diagnostics.get("error_bounds")
+    violations = 0
+    if bounds is not None:
+        bound = torch.tensor(bounds, dtype=torch.float64)[idx][rows_t]
+        violations = int((l2[rows_t, cols_t] > bound).sum()) + int(idx.numel()) - len(rows)
+    full = len(rows) == b and bool(ok.all())
+    return CertificateAudit(int(idx.numel()), false, violations, batch, batch and not full)

@@ -1,4 +1,4 @@
-"""The certified peeling decoder shared by the active and passive erasure-decoding attacks.
+"""The peeling decoder shared by the active and passive erasure-decoding attacks.
 
 The first layer's gradient is read as a code. After a linear transform ``T`` of its rows
 (identity for honest networks; consecutive differences inside each group for cumulative-bin
@@ -7,13 +7,17 @@ where ``c_ir`` is zero when sample ``i`` does not reach row ``r`` (an erasure). 
 one sample yields it exactly as ``x = row_W / row_b``. The decoder
 
 1. proposes ``x = row_W / row_b`` for every row with a non-zero bias entry,
-2. certifies a proposal without ground truth: (a) it reaches its row, (b) a label ``y`` and a
-   multiplicity ``k`` reproduce the row's bias entry, ``k c(x, y) / B``, to ``rtol``; (c) then
-   subtracting its contribution zeroes the row's weight part too; a multiplicity above one must
-   be seen by two rows; inputs outside the known value range are refused,
-3. subtracts the certified samples' full per-sample gradients from every layer (peeling), and
-   repeats on the rows that changed,
-4. certifies the batch when the residual of the whole update vanishes and the count is ``B``.
+2. *accepts* a proposal for peeling when (a) it reaches its row, (b) a label ``y`` and a
+   multiplicity ``k`` reproduce the row's bias entry, ``k c(x, y) / B``, to ``rtol`` (a
+   multiplicity above one must be proposed by two rows), and (c) it lies in the known value
+   range. This is a heuristic, not a proof: a weighted mean of near-identical samples passes
+   (b) up to second order in their distance, and the weight part of the row carries no further
+   test, since ``row_W - (row_b) x`` vanishes identically for ``x = row_W / row_b``;
+3. subtracts the accepted samples' full per-sample gradients from every layer (peeling), and
+   repeats on the rows that changed.
+
+What is *proven* about the result is decided afterwards, by the certificate of
+:mod:`trainleak.attacks.gradient._certificate`.
 
 References:
     Luby, Mitzenmacher, Shokrollahi, Spielman, *Efficient Erasure Correcting Codes*, IEEE
@@ -32,7 +36,6 @@ from torch import nn
 
 from trainleak.attacks.gradient._span import SpanDecoder
 from trainleak.attacks.gradient.layout import difference_last, difference_rows
-from trainleak.errors import ConfigError
 from trainleak.models.functional import FirstLayerSplit, state_norm, sum_gradient
 from trainleak.models.spec import StateDict
 from trainleak.progress import Progress, report_every
@@ -44,6 +47,7 @@ class DecoderSettings:
 
     rtol: float
     row_floor: float
+    merge_tol: float
     max_rounds: int
     max_multiplicity: int
     value_range: tuple[float, float] | None
@@ -71,6 +75,7 @@ class DecodeOutcome:
     residual_rel: float = float("nan")
     leftover: Proposals | None = None
     scale: float | None = None
+    conflict: float | None = None
 
 
 class PeelingDecoder:
@@ -105,7 +110,9 @@ class PeelingDecoder:
         self._cache: tuple[Proposals, torch.Tensor, torch.Tensor] | None = None
         self._recovered = 0
         self._rows_cache: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.conflict: float | None = None
         self.floor = settings.row_floor * float(self._rows()[1].abs().max())
+        self.mag = self._rows()[1].abs().clone()  # |bias entry| plus everything peeled from it
 
     def _zero_h(self) -> torch.Tensor:
         w = self.split.first.weight
@@ -125,7 +132,7 @@ class PeelingDecoder:
     def propose(self, rows: torch.Tensor | None) -> Proposals:
         """Read ``x = row_W / row_b`` on ``rows`` (all when ``None``) and deduplicate."""
         rw, rb = self._rows()
-        live = rb.abs() > self.floor
+        live = (rb.abs() > self.floor) & (rb.abs() > self.settings.row_floor * self.mag)
         if rows is not None:
             keep = torch.zeros_like(live)
             keep[rows] = True
@@ -144,17 +151,20 @@ class PeelingDecoder:
         return Proposals(x[first], idx[first], counts)
 
     def run(self, progress: Progress | None) -> DecodeOutcome:
-        """Peel until nothing new is certified, the batch is complete or rounds run out."""
+        """Peel until nothing new is accepted, the batch is complete or rounds run out."""
         out = DecodeOutcome()
         rows: torch.Tensor | None = None
         for rnd in range(self.settings.max_rounds):
             props = self.propose(rows)
             if rnd == 0:
                 self._settle_batch_size(props)
-            ok, labels, mult, mismatch = self.certify(props)
+            ok, labels, mult, mismatch = self.accept(props)
             found = self._merge(props.x, torch.nonzero(ok).squeeze(1), mismatch)
             xs, ys, ks = props.x[found], labels[found], mult[found]
             votes = props.votes[found]
+            if found.numel() == 0 and rows is not None:
+                rows = None  # nothing in the rows that changed: read every row once more
+                continue
             if found.numel() == 0:
                 xs, ys = self._span_round()
                 ks = votes = torch.ones(xs.shape[0], dtype=torch.long)
@@ -170,7 +180,7 @@ class PeelingDecoder:
             self._recovered = len(out.x)
             out.rounds = rnd + 1
             rel = state_norm(self.residual) / max(self.norm0, 1e-300)
-            out.trace.append({"round": float(rnd), "certified": float(len(out.x)), "residual": rel})
+            out.trace.append({"round": float(rnd), "decoded": float(len(out.x)), "residual": rel})
             report_every(progress, "erasure decoding", len(out.x), self.b or len(out.x), 1)
             if self.b is not None and len(out.x) >= self.b:
                 break
@@ -178,10 +188,11 @@ class PeelingDecoder:
         out.scale = None if self.b is None or self.scale is None else self.b / self.scale
         out.residual_rel = state_norm(self.residual) / max(self.norm0, 1e-300)
         out.leftover = self.propose(None)
+        out.conflict = self.conflict
         return out
 
     def _span_round(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Solve the stalled residual in the span of its first-layer gradient and certify."""
+        """Solve the stalled residual in the span of its first-layer gradient and accept."""
         empty = torch.zeros(0, self.split.in_dim, dtype=self.split.first.weight.dtype)
         none = (empty, torch.zeros(0, dtype=torch.long))
         if self.span is None or self.b is None or self.scale is None:
@@ -219,7 +230,7 @@ class PeelingDecoder:
         found = found[torch.argsort(mismatch[found])]
         sub = x[found]
         dist = torch.cdist(sub, sub, p=float("inf"))
-        tol = 1e-6 * max(float(sub.abs().max()), 1.0)
+        tol = self.settings.merge_tol * max(float(sub.abs().max()), 1.0)
         dup = torch.triu(dist <= tol, diagonal=1).any(0)
         return found[~dup]
 
@@ -232,14 +243,16 @@ class PeelingDecoder:
         for name, v in g.items():
             self.residual[name] -= v / b
         self._rows_cache = None
-        deltas = self.split.labelled_deltas(x, y)
-        touched = difference_last(deltas, self.row, self.nxt).abs().amax(0) > 0
+        deltas = difference_last(self.split.labelled_deltas(x, y), self.row, self.nxt).abs()
+        self.mag += (deltas * k.unsqueeze(1).to(deltas.dtype)).sum(0) / b
+        touched = deltas.amax(0) > 0
         return torch.nonzero(touched).squeeze(1)
 
-    def certify(
+    def accept(
         self, props: Proposals
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Per-proposal certificate, label, multiplicity and relative mismatch."""
+        """Per-proposal acceptance (module docstring, step 2), label, multiplicity and
+        relative mismatch."""
         n = props.x.shape[0]
         none = torch.zeros(n, dtype=torch.bool)
         zeros = torch.zeros(n, dtype=torch.long)
@@ -251,10 +264,13 @@ class PeelingDecoder:
         kk = torch.round(target / torch.where(c == 0, torch.ones_like(c), c))
         rel = (target - kk * c).abs() / target.abs()
         valid = (kk >= 1) & (kk <= self.settings.max_multiplicity) & (c != 0)
-        valid &= rel <= self.settings.rtol
+        # peeling leaves rounding of the order of what was subtracted from the row
+        slack = 100 * self.settings.row_floor * self.mag[props.row].unsqueeze(1) * self.scale
+        valid &= (target - kk * c).abs() <= self.settings.rtol * target.abs() + slack
+        valid &= target.abs() > 100 * slack  # rows at the rounding level read nothing
         valid &= (kk == 1) | (props.votes >= 2).unsqueeze(1)
         unique = valid.sum(1) == 1
-        ok = reach & unique & self._in_range(props.x) & self._weights_vanish(props, c, kk, valid)
+        ok = reach & unique & self._in_range(props.x)
         labels = torch.where(unique, valid.to(torch.int64).argmax(1), zeros)
         mult = kk.gather(1, labels.unsqueeze(1)).squeeze(1).to(torch.long)
         mismatch = rel.gather(1, labels.unsqueeze(1)).squeeze(1).to(torch.float64)
@@ -276,15 +292,6 @@ class PeelingDecoder:
         self._cache = (props, reach, c)
         return reach, c
 
-    def _weights_vanish(
-        self, props: Proposals, c: torch.Tensor, kk: torch.Tensor, valid: torch.Tensor
-    ) -> torch.Tensor:
-        rw, _ = self._rows()
-        coef = (kk * c * valid).sum(1) / float(self.scale or 1)
-        rest = rw[props.row] - coef.unsqueeze(1) * props.x
-        scale = rw[props.row].abs().amax(1)
-        return rest.abs().amax(1) <= self.settings.rtol * scale
-
     def _in_range(self, x: torch.Tensor) -> torch.Tensor:
         vr = self.settings.value_range
         if vr is None:
@@ -294,39 +301,45 @@ class PeelingDecoder:
         return (x >= lo - slack).all(1) & (x <= hi + slack).all(1)
 
     def _settle_batch_size(self, props: Proposals) -> None:
-        """Infer ``B`` (and a global rescaling of the update) from the single-sample rows.
+        """Infer ``B``, or a global rescaling ``s`` of the update, from rows that agree.
 
-        For a single-sample row ``c(x, y) / row_b`` equals ``B``, or ``B / s`` when the whole
-        update was multiplied by ``s`` (norm clipping). A near-integer ratio that differs from
-        a given ``B`` contradicts it; a non-integer one is a rescaled update, decoded with that
-        scale (clipping the whole update does not stop exact recovery).
+        A row holding one sample has ``c(x, y) / row_b = B / s`` (``s = 1`` unless the whole
+        update was rescaled, e.g. by norm clipping); a row holding ``k`` near-identical
+        samples gives about ``B / k``. Hence no ratio can prove a given ``B`` wrong, and:
+
+        * ``B`` unknown: an integer ratio agreed by two proposals is taken as ``B``;
+        * ``B`` given: a ratio above ``B`` (``s < 1``: clipping only shrinks) agreed by two
+          *independent* proposals (inputs more than 1e-3 of their scale apart) is taken as a
+          rescaling; any other ratio leaves ``s = 1`` and is recorded as a conflict.
         """
-        ratio = self._implied_ratio(props)
-        if ratio is None:
+        got = self._implied_ratio(props)
+        if got is None:
             return
+        ratio, independent = got
         integer = abs(ratio - round(ratio)) <= self.settings.rtol * ratio and round(ratio) >= 1
-        if integer and self.given_b is None:
-            self.b = self.scale = round(ratio)
-        elif integer and round(ratio) != self.given_b:
-            if not bool(self.certify(props)[0].any()):
-                raise ConfigError.invalid(
-                    "batch_size",
-                    f"the batch size the update implies (single-sample rows give B = "
-                    f"{round(ratio)})",
-                    self.given_b,
-                )
-        elif not integer:
-            self.scale = ratio
+        if self.given_b is None:
+            if integer:
+                self.b = self.scale = round(ratio)
+            else:
+                self.scale = ratio
+        elif not abs(ratio - self.given_b) <= self.settings.rtol * ratio:
+            if ratio > self.given_b and independent:
+                self.scale = ratio
+            else:
+                self.conflict = ratio
         self._cache = None
 
-    def _implied_ratio(self, props: Proposals) -> float | None:
-        """The ratio ``c(x, y) / row_b`` that most proposals agree on (to ``rtol``)."""
+    def _implied_ratio(self, props: Proposals) -> tuple[float, bool] | None:
+        """The ratio ``c(x, y) / row_b`` most proposals agree on (to ``rtol``), and whether
+        two of them are independent samples."""
         if props.x.shape[0] == 0:
             return None
         reach, c = self._signals(props)
         _, rb = self._rows()
-        ratio = (c / rb[props.row].unsqueeze(1))[reach]
-        v = torch.sort(ratio[torch.isfinite(ratio) & (ratio >= 0.5)].reshape(-1)).values
+        ratio = c / rb[props.row].unsqueeze(1)
+        keep = reach.unsqueeze(1) & torch.isfinite(ratio) & (ratio >= 0.5)
+        owner = torch.arange(props.x.shape[0]).unsqueeze(1).expand_as(ratio)[keep]
+        v, order = torch.sort(ratio[keep])
         if v.numel() == 0:
             return None
         ends = torch.searchsorted(v, v * (1 + 2 * self.settings.rtol), right=True)
@@ -334,7 +347,10 @@ class PeelingDecoder:
         best = int(counts.argmax())
         if int(counts[best]) < min(2, props.x.shape[0]):
             return None
-        return float(v[best : int(ends[best])].median())
+        members = props.x[owner[order[best : int(ends[best])]]]
+        spread = float((members - members[:1]).abs().max())
+        independent = spread > 1e-3 * max(float(members.abs().max()), 1e-300)
+        return float(v[best : int(ends[best])].median()), independent
 
 
 def default_settings(
@@ -356,6 +372,7 @@ def default_settings(
     return DecoderSettings(
         rtol=tol,
         row_floor=100 * eps,
+        merge_tol=1e-6 if dtype == torch.float64 else 1e-4,
         max_rounds=max_rounds,
         max_multiplicity=max_multiplicity,
         value_range=value_range,

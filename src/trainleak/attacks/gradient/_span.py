@@ -13,8 +13,9 @@ the neurons on which a proposal is most negative are very likely off for each of
 reproduced by the next layer, ``v_S = W2[:, S]^T g`` (one back-propagated signal ``g``), which a
 mixture of two samples with different supports is not. With ``n`` independent ``delta``'s the
 batch follows from one least-squares solve, ``G = Delta^T V``, and ``x_i = V_i[:d] / V_i[d]``.
-Each solved sample is certified separately: its own pre-activation gradient under one label
-must equal ``B V_i[d] delta_i`` on every neuron.
+Each solved sample is accepted separately: its own pre-activation gradient under one label
+must equal ``B V_i[d] delta_i`` on every neuron (an acceptance test; what is proven about the
+decoded batch is decided by :mod:`trainleak.attacks.gradient._certificate`).
 
 References:
     Dimitrov, Baader, Mueller, Vechev, *SPEAR: Exact Gradient Inversion of Batches in

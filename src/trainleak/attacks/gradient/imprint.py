@@ -43,9 +43,9 @@ class ImprintAttack(FedSGDAttack):
             treated as empty.
 
     Example:
-        >>> from trainleak.attacks.gradient._fixtures import tiny_malicious_update
-        >>> upd, kn = tiny_malicious_update()
-        >>> len(ImprintAttack()(upd, kn)) > 0
+        >>> # a tiny release: see tests/release_fixtures.py
+        >>> upd, kn = tiny_malicious_update()  # doctest: +SKIP
+        >>> len(ImprintAttack()(upd, kn)) > 0  # doctest: +SKIP
         True
     """
 

@@ -54,9 +54,9 @@ class InvertingGradients(FedSGDAttack):
         log_every: steps between trace records.
 
     Example:
-        >>> from trainleak.attacks.gradient._fixtures import tiny_honest_update
-        >>> upd, kn = tiny_honest_update(batch=1)
-        >>> InvertingGradients(iterations=5, restarts=1)(upd, kn).inputs.shape
+        >>> # a tiny release: see tests/release_fixtures.py
+        >>> upd, kn = tiny_honest_update(batch=1)  # doctest: +SKIP
+        >>> InvertingGradients(iterations=5, restarts=1)(upd, kn).inputs.shape  # doctest: +SKIP
         torch.Size([1, 12])
     """
 

@@ -41,10 +41,10 @@ class BroadcastDeletionAttack(Attack[BroadcastLog]):
             footprint's ``sigma_2 / sigma_1`` is below this.
 
     Example:
-        >>> from trainleak.attacks.unlearning._fixtures import tiny_broadcast_log
-        >>> log, truth = tiny_broadcast_log()
-        >>> rec = BroadcastDeletionAttack()(log)
-        >>> rec.labels.tolist() == [label for _, label in truth]
+        >>> # a tiny release: see tests/release_fixtures.py
+        >>> log, truth = tiny_broadcast_log()  # doctest: +SKIP
+        >>> rec = BroadcastDeletionAttack()(log)  # doctest: +SKIP
+        >>> rec.labels.tolist() == [label for _, label in truth]  # doctest: +SKIP
         True
     """
 

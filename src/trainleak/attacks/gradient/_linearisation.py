@@ -1,0 +1,214 @@
+"""Each recovered sample's network frozen at its activation pattern (the certificate's model).
+
+Inside the region where no ReLU of the network changes state, a fully connected ReLU network
+is affine in its input: the logits are ``z = M x + const`` and the gradient of the
+cross-entropy with respect to the first-layer pre-activation is ``delta(x, y) = Q^T (p(z) -
+e_y)``, with ``Q`` (``C x m``) the masked product of the layers above the first one (the first
+layer's mask included) and ``M = Q W1``. Everything the certificate needs follows:
+
+* the coefficient of sample ``i`` in (transformed) first-layer row ``r``:
+  ``c_ir(x, y) = q_ir . (p(x) - e_y)``, where ``q_ir`` is column ``r`` of ``T Q_i^T``;
+* its Lipschitz constant in ``x`` on the region: ``|c_ir(x) - c_ir(x')| <= 1/2 ||q_ir||
+  ||M_i|| ||x - x'||`` (the softmax Jacobian has spectral norm at most 1/2, by Gershgorin:
+  row ``k`` of ``diag(p) - p p^T`` sums in absolute value to ``2 p_k (1 - p_k) <= 1/2``);
+* a label change moves ``c_ir`` by ``q_ir,y - q_ir,y'``, a constant on the region;
+* the region contains the l2 ball of radius ``radius_i`` around ``x_i``: the smallest distance
+  from ``x_i`` to a first-layer hyperplane, and for deeper units ``|z| / ||grad z||`` with the
+  gradient norm bounded by ``||row of W_l A ... A_1|| ||W_1||_2``.
+
+References:
+    Montufar, Pascanu, Cho, Bengio, *On the Number of Linear Regions of Deep Neural
+    Networks*, NeurIPS 2014 (piecewise-affine ReLU networks). Gao, Pavel, *On the Properties
+    of the Softmax Function*, arXiv 1704.00805, 2017 (Lipschitz constants of the softmax).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from trainleak.attacks.gradient.layout import difference_last
+from trainleak.models.functional import FirstLayerSplit
+
+
+@dataclass(frozen=True)
+class Linearisation:
+    """The recovered samples' networks, each frozen at its own activation pattern.
+
+    Attributes:
+        x: the samples ``(n, d)``.
+        labels: their labels ``(n,)``.
+        probs: softmax outputs ``(n, C)``.
+        q: transformed backprop matrices ``(n, C, m')``: ``c_ir(x, y) = q[i, :, r] . (p - e_y)``.
+        q_abs: the same product taken over absolute values (rounding-error scale).
+        m_mat: logits Jacobians ``M_i`` ``(n, C, d)``.
+        m_norm: their spectral norms ``(n,)``.
+        jpm: ``Jp(x_i) M_i`` (``Jp`` the softmax Jacobian): ``grad_x c_ir = jpm_i^T q_ir``.
+        grad_norm: ``||grad_x c_ir||`` at the samples, ``(n, m')``.
+        radius: l2 radius of a ball around each sample on which no ReLU changes state.
+    """
+
+    x: torch.Tensor
+    labels: torch.Tensor
+    probs: torch.Tensor
+    q: torch.Tensor
+    q_abs: torch.Tensor
+    m_mat: torch.Tensor
+    m_norm: torch.Tensor
+    jpm: torch.Tensor
+    grad_norm: torch.Tensor
+    radius: torch.Tensor
+
+    @property
+    def n(self) -> int:
+        return int(self.x.shape[0])
+
+    @property
+    def xt_norm(self) -> torch.Tensor:
+        """``||(x_i, 1)||`` for every sample."""
+        return torch.sqrt(1 + (self.x**2).sum(1))
+
+    def coefficients(self, labels: torch.Tensor | None = None) -> torch.Tensor:
+        """``c_ir`` at the samples under ``labels`` (default: their own), ``(n, m')``."""
+        lab = self.labels if labels is None else labels
+        onehot = torch.nn.functional.one_hot(lab, self.probs.shape[1]).to(self.probs.dtype)
+        return torch.einsum("icr,ic->ir", self.q, self.probs - onehot)
+
+    def curvature(self) -> torch.Tensor:
+        """Bound of the second derivative of ``c_ir`` on the region: ``3/2 ||q_ir|| ||M_i||^2``
+        ``(n, m')``."""
+        return 1.5 * self.q.norm(dim=1) * (self.m_norm**2).unsqueeze(1)
+
+    def lipschitz(self, t: torch.Tensor | float | None = None) -> torch.Tensor:
+        """Per (sample, row) Lipschitz constant of ``c_ir`` on the region, ``(n, m')``.
+
+        With ``t`` (per sample or scalar), the constant on the ball of radius ``t``: the
+        gradient's norm at the sample plus ``3/2 ||q_ir|| ||M_i||^2 t``, since the softmax
+        Jacobian moves by at most ``3/2 ||dz||`` (its derivative along ``u`` is ``diag(a) - a
+        p^T - p a^T`` with ``||a|| = ||Jp u|| <= ||u|| / 2``). Without ``t``: ``||q_ir||
+        ||M_i|| / 2`` (the whole region).
+        """
+        qn = self.q.norm(dim=1)
+        region = 0.5 * qn * self.m_norm.unsqueeze(1)
+        if t is None:
+            return region
+        tt = torch.as_tensor(t, dtype=self.x.dtype).reshape(-1, 1)
+        local = self.grad_norm + self.curvature() * tt
+        return torch.minimum(local, region)
+
+    def subset(self, idx: torch.Tensor) -> Linearisation:
+        """The samples ``idx`` only."""
+        return Linearisation(
+            *(
+                t[idx]
+                for t in (
+                    self.x,
+                    self.labels,
+                    self.probs,
+                    self.q,
+                    self.q_abs,
+                    self.m_mat,
+                    self.m_norm,
+                    self.jpm,
+                    self.grad_norm,
+                    self.radius,
+                )
+            )
+        )
+
+
+def _linear_layers(split: FirstLayerSplit) -> list[nn.Linear]:
+    layers = [layer for layer in split.model.layers if isinstance(layer, nn.Linear)]
+    return layers
+
+
+def _forward(layers: list[nn.Linear], x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Hidden pre-activations (every layer but the last) and the softmax output."""
+    pres = []
+    h = x
+    with torch.no_grad():
+        for layer in layers[:-1]:
+            z = layer(h)
+            pres.append(z)
+            h = torch.relu(z)
+        probs = torch.softmax(layers[-1](h), dim=1)
+    return pres, probs
+
+
+def _backprop(
+    layers: list[nn.Linear], masks: list[torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``Q = W_L A_{L-1} ... W_2 A_1`` per sample, and the same over absolute values."""
+    n = masks[0].shape[0]
+    w_last = layers[-1].weight.detach()
+    q = w_last.expand(n, *w_last.shape)
+    qa = w_last.abs().expand(n, *w_last.shape)
+    for l in range(len(layers) - 2, 0, -1):
+        mk = masks[l].unsqueeze(1)
+        w = layers[l].weight.detach()
+        q = (q * mk) @ w
+        qa = (qa * mk) @ w.abs()
+    return q * masks[0].unsqueeze(1), qa * masks[0].unsqueeze(1)
+
+
+def _radius(layers: list[nn.Linear], pres: list[torch.Tensor]) -> torch.Tensor:
+    """Lower bound of the distance to the nearest activation change, per sample."""
+    w1 = layers[0].weight.detach()
+    radius = (pres[0].abs() / w1.norm(dim=1).clamp_min(1e-300)).amin(1)
+    if len(pres) == 1:
+        return radius
+    w1_norm = float(torch.linalg.matrix_norm(w1, ord=2))
+    masks = [(z > 0).to(z.dtype) for z in pres]
+    path = layers[1].weight.detach().unsqueeze(0) * masks[0].unsqueeze(1)  # (n, n_2, m)
+    for l in range(1, len(pres)):
+        grad = path.norm(dim=2) * w1_norm  # bound of ||d z_l / d x|| per unit
+        radius = torch.minimum(radius, (pres[l].abs() / grad.clamp_min(1e-300)).amin(1))
+        if l + 1 < len(pres):
+            path = layers[l + 1].weight.detach() @ (path * masks[l].unsqueeze(2))
+    return radius
+
+
+def linearise(
+    split: FirstLayerSplit,
+    x: torch.Tensor,
+    labels: torch.Tensor,
+    transform: tuple[torch.Tensor, torch.Tensor],
+) -> Linearisation:
+    """Freeze the network at each sample's activation pattern.
+
+    Args:
+        split: the model seen at its first layer.
+        x: flattened samples ``(n, d)`` in the model's dtype.
+        labels: their labels ``(n,)``.
+        transform: the row transform ``(row, next)`` of the decoder.
+
+    Returns:
+        The :class:`Linearisation` (rows already transformed).
+    """
+    layers = _linear_layers(split)
+    pres, probs = _forward(layers, x)
+    masks = [(z > 0).to(x.dtype) for z in pres]
+    q, qa = _backprop(layers, masks)
+    m_mat = q @ layers[0].weight.detach()
+    row, nxt = transform
+    qt = difference_last(q, row, nxt)
+    has = (nxt >= 0).to(x.dtype)
+    qat = qa[..., row] + has * qa[..., nxt.clamp(min=0)]
+    jp = torch.diag_embed(probs) - probs.unsqueeze(2) * probs.unsqueeze(1)
+    jm = jp @ m_mat
+    gram = jm @ jm.transpose(1, 2)  # (n, C, C): ||grad c_ir||^2 = q_ir^T Jp M M^T Jp q_ir
+    grad_sq = torch.einsum("icr,icd,idr->ir", qt, gram, qt)
+    return Linearisation(
+        x=x,
+        labels=labels,
+        probs=probs,
+        q=qt,
+        q_abs=qat,
+        m_mat=m_mat,
+        m_norm=torch.linalg.matrix_norm(m_mat, ord=2),
+        jpm=jm,
+        grad_norm=grad_sq.clamp_min(0).sqrt(),
+        radius=_radius(layers, pres),
+    )
