@@ -1,0 +1,225 @@
+"""Membership inference against a released distilled set (IRA step 4).
+
+Three scores, each "higher means member", for the candidate records in
+``Knowledge.candidates``:
+
+* ``ira-membership-nn``: minus the distance to the nearest synthetic image of the same class.
+  Most distillation methods start from real images and stay close to them, so the records a
+  real-initialised set started from are exposed (Zhao and Zhang 2025).
+* ``ira-membership-loss``: minus the cross-entropy of a white-box surrogate: the revealed
+  architecture trained on the release (the "black box to white box" step).
+* ``ira-membership-lira``: offline LiRA (Carlini et al. 2022) with shadow surrogates trained on
+  the shadow bank's sets of the revealed algorithm and architecture, which never saw the
+  candidates: the surrogate's logit-scaled confidence minus its mean over the shadow
+  surrogates, divided by their pooled standard deviation (fixed variance, as with few shadows).
+
+References:
+    Chen et al., "Turning Black Box into White Box: Dataset Distillation Leaks", arXiv
+    2603.01053, 2026.
+    Carlini, Chien, Nasr, Song, Terzis and Tramer, "Membership Inference Attacks From First
+    Principles", IEEE S&P 2022.
+    Zhao and Zhang, arXiv 2502.12976, 2025 (membership and initialisation leakage in dataset
+    distillation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from trainleak.attacks.base import Attack, Reconstruction, register_attack
+from trainleak.attacks.distillation._common import architectures, checked_bank, train_surrogate
+from trainleak.attacks.distillation.reveal import InformationRevelation
+from trainleak.errors import ConfigError
+from trainleak.models.spec import ModelSpec
+from trainleak.progress import Progress
+from trainleak.releases.distilled import DistilledSet, ShadowSet
+from trainleak.releases.knowledge import Knowledge
+from trainleak.validation import param
+
+
+def candidates(knowledge: Knowledge, release: DistilledSet) -> tuple[torch.Tensor, torch.Tensor]:
+    """The candidate records, checked against the release."""
+    if knowledge.candidates is None:
+        raise ConfigError.invalid("candidates", "records (x, y) to score", None)
+    x, y = knowledge.candidates
+    if tuple(x.shape[1:]) != release.input_shape or y.shape != (x.shape[0],):
+        raise ConfigError.invalid(
+            "candidates",
+            f"(x, y) with x (n, {', '.join(map(str, release.input_shape))}) and y (n,)",
+            (tuple(x.shape), tuple(y.shape)),
+        )
+    return x.float(), y
+
+
+def logit_confidence(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """log p_y - log(1 - p_y) of each record, computed from the logits (stable)."""
+    with torch.no_grad():
+        z = net(x).double()
+    zy = z.gather(1, y[:, None]).squeeze(1)
+    others = z.scatter(1, y[:, None], float("-inf")).logsumexp(1)
+    return zy - others
+
+
+@register_attack
+@dataclass(frozen=True, kw_only=True)
+class NearestSyntheticMembership(Attack[DistilledSet]):
+    """Membership by distance to the nearest synthetic image.
+
+    Args:
+        same_class: compare only with synthetic images of the candidate's (hard) label.
+    """
+
+    name: ClassVar[str] = "ira-membership-nn"
+    summary: ClassVar[str] = (
+        "Membership in a distilled set's source data: minus the distance of a record to the "
+        "nearest synthetic image (initialisation leakage)"
+    )
+    release_type: ClassVar[type[DistilledSet]] = DistilledSet
+    requires: ClassVar[frozenset[str]] = frozenset({"candidates"})
+
+    same_class: bool = param(True, choices=(True, False))
+
+    def run(
+        self,
+        release: DistilledSet,
+        knowledge: Knowledge,
+        generator: torch.Generator,
+        progress: Progress | None,
+    ) -> Reconstruction:
+        x, y = candidates(knowledge, release)
+        dist = torch.cdist(x.flatten(1).double(), release.images.flatten(1).double())
+        if self.same_class:
+            other = y[:, None] != release.hard_labels[None, :]
+            dist = dist.masked_fill(other, float("inf"))
+        best = dist.min(1).values
+        score = -torch.where(torch.isfinite(best), best, torch.full_like(best, 1e6))
+        return Reconstruction(inputs=x, labels=y, scores=score.float())
+
+    def expected_shape(self, release: DistilledSet, knowledge: Knowledge) -> tuple[int, ...]:
+        return release.input_shape
+
+
+@dataclass(frozen=True, kw_only=True)
+class _SurrogateAttack(InformationRevelation):
+    """A membership attack through a surrogate of the revealed architecture.
+
+    Args:
+        architecture: the architecture kind to use; ``None`` reveals it from the shadow bank.
+        surrogate_steps: training steps of each surrogate.
+        surrogate_lr: their learning rate (unless the set publishes one).
+        surrogates: surrogates trained on the release (different initialisations).
+    """
+
+    architecture: str | None = None
+    surrogate_steps: int = param(300, ge=1, integer=True)
+    surrogate_lr: float = param(0.1, gt=0)
+    surrogates: int = param(1, ge=1, integer=True)
+
+    def _choice(self, release: DistilledSet, knowledge: Knowledge) -> tuple[str, ModelSpec]:
+        """The (algorithm, architecture spec) the surrogates use: revealed or given."""
+        specs = architectures(knowledge, release)
+        if self.architecture is not None and self.architecture not in specs:
+            raise ConfigError.invalid("architecture", f"one of {sorted(specs)}", self.architecture)
+        rev = self.reveal(release, knowledge)
+        kind = self.architecture if self.architecture is not None else rev.architecture
+        return rev.algorithm, specs[kind]
+
+    def _confidences(
+        self, release: DistilledSet, spec: ModelSpec, x: torch.Tensor, y: torch.Tensor
+    ) -> torch.Tensor:
+        """Mean logit-scaled confidence over the release's surrogates."""
+        outs = []
+        for i in range(self.surrogates):
+            net = train_surrogate(
+                release, spec, steps=self.surrogate_steps, lr=self.surrogate_lr, seed=i
+            )
+            outs.append(logit_confidence(net, x, y))
+        return torch.stack(outs).mean(0)
+
+    def expected_shape(self, release: DistilledSet, knowledge: Knowledge) -> tuple[int, ...]:
+        return release.input_shape
+
+
+@register_attack
+@dataclass(frozen=True, kw_only=True)
+class LossMembership(_SurrogateAttack):
+    """Membership by the white-box surrogate's confidence (equivalently, minus its loss)."""
+
+    name: ClassVar[str] = "ira-membership-loss"
+    summary: ClassVar[str] = (
+        "Membership in a distilled set's source data: the confidence of a surrogate of the "
+        "revealed architecture trained on the set"
+    )
+
+    def run(
+        self,
+        release: DistilledSet,
+        knowledge: Knowledge,
+        generator: torch.Generator,
+        progress: Progress | None,
+    ) -> Reconstruction:
+        x, y = candidates(knowledge, release)
+        algorithm, spec = self._choice(release, knowledge)
+        score = self._confidences(release, spec, x, y)
+        diag: dict[str, Any] = {"algorithm": algorithm, "architecture": spec.kind}
+        return Reconstruction(inputs=x, labels=y, scores=score.float(), diagnostics=diag)
+
+
+@register_attack
+@dataclass(frozen=True, kw_only=True)
+class LiRAMembership(_SurrogateAttack):
+    """Offline LiRA with shadow surrogates trained on the shadow bank's sets.
+
+    Args:
+        shadows: at most this many shadow sets (those of the revealed algorithm and
+            architecture first, then the revealed architecture, then any).
+    """
+
+    name: ClassVar[str] = "ira-membership-lira"
+    summary: ClassVar[str] = (
+        "Membership in a distilled set's source data: offline LiRA, the surrogate's confidence "
+        "against shadow surrogates trained on shadow distilled sets"
+    )
+
+    shadows: int = param(8, ge=2, integer=True)
+
+    def _shadow_sets(
+        self, knowledge: Knowledge, release: DistilledSet, algo: str, kind: str
+    ) -> list[ShadowSet]:
+        sets = checked_bank(knowledge, release).sets
+
+        def rank(s: ShadowSet) -> int:
+            return (
+                0
+                if (s.algorithm, s.architecture) == (algo, kind)
+                else int(s.architecture != kind) + 1
+            )
+
+        order = sorted(range(len(sets)), key=lambda i: (rank(sets[i]), i))
+        return [sets[i] for i in order[: self.shadows]]
+
+    def run(
+        self,
+        release: DistilledSet,
+        knowledge: Knowledge,
+        generator: torch.Generator,
+        progress: Progress | None,
+    ) -> Reconstruction:
+        x, y = candidates(knowledge, release)
+        algorithm, spec = self._choice(release, knowledge)
+        target = self._confidences(release, spec, x, y)
+        sets = self._shadow_sets(knowledge, release, algorithm, spec.kind)
+        outs = torch.stack([self._confidences(s.release, spec, x, y) for s in sets])
+        mu = outs.mean(0)
+        sigma = (outs - mu).std().clamp_min(1e-6) if len(sets) > 1 else torch.tensor(1.0)
+        score = (target - mu) / sigma
+        diag: dict[str, Any] = {
+            "algorithm": algorithm,
+            "architecture": spec.kind,
+            "shadow_surrogates": len(sets),
+        }
+        return Reconstruction(inputs=x, labels=y, scores=score.float(), diagnostics=diag)
