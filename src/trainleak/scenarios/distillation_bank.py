@@ -139,4 +139,3 @@ def build_shadow_bank(
                 if progress is not None:
                     progress("shadow bank", len(sets), total)
     return ShadowBank(tuple(sets))
-

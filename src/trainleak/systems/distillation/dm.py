@@ -6,8 +6,9 @@ class-balanced real batch and the synthetic set (penultimate features, both thro
 augmentation draw when ``augment`` is on) and takes one SGD step on the images to reduce
 sum_c ||mean_real_c - mean_syn_c||^2. [inferred] The loss is divided by the spread of the real
 class means around their average (a constant for the step), so one image learning rate suits
-every architecture: the raw embeddings of the candidate networks differ in scale by orders of
-magnitude.
+every architecture (the raw embeddings of the candidate networks differ in scale by orders of
+magnitude), and the step is multiplied by ``ipc``, so that each image moves as far whatever the
+number of images per class (the gradient of a class mean is 1/ipc per image).
 
 References:
     Zhao and Bilen, "Dataset Condensation with Distribution Matching", WACV 2023.
@@ -40,7 +41,7 @@ class DMConfig(DistillConfig):
 
     name: ClassVar[str] = "dm"
 
-    lr_img: float = param(1.0, gt=0)
+    lr_img: float = param(0.1, gt=0)
     iterations: int = param(300, ge=0, integer=True)
     log_every: int = param(50, ge=1, integer=True)
 
@@ -81,7 +82,7 @@ def match_dm(
         scale = (centred**2).sum(1).mean().detach().clamp_min(1e-12)
         loss = ((mean_real - mean_syn) ** 2).sum() / scale
         opt.zero_grad()
-        loss.backward()
+        (loss * cfg.ipc).backward()
         opt.step()
         with torch.no_grad():
             syn.clamp_(*value_range)
