@@ -154,13 +154,18 @@ class _SurrogateAttack(InformationRevelation):
     surrogates: int = param(1, ge=1, integer=True)
 
     def _choice(self, release: DistilledSet, knowledge: Knowledge) -> tuple[str, ModelSpec]:
-        """The (algorithm, architecture spec) the surrogates use: revealed or given."""
+        """The (algorithm, architecture spec) of the surrogates: revealed, or the architecture
+        given (then the algorithm is reported as ``"unknown"``)."""
         specs = architectures(knowledge, release)
-        if self.architecture is not None and self.architecture not in specs:
-            raise ConfigError.invalid("architecture", f"one of {sorted(specs)}", self.architecture)
+        if self.architecture is not None:
+            if self.architecture not in specs:
+                raise ConfigError.invalid(
+                    "architecture", f"one of {sorted(specs)}", self.architecture
+                )
+            checked_bank(knowledge, release)
+            return "unknown", specs[self.architecture]
         rev = self.reveal(release, knowledge)
-        kind = self.architecture if self.architecture is not None else rev.architecture
-        return rev.algorithm, specs[kind]
+        return rev.algorithm, specs[rev.architecture]
 
     def _confidences(
         self, release: DistilledSet, spec: ModelSpec, x: torch.Tensor, y: torch.Tensor
