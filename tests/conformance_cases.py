@@ -18,6 +18,7 @@ from release_fixtures import (
     tiny_binary_checkpoint,
     tiny_broadcast_log,
     tiny_collaboration,
+    tiny_distilled,
     tiny_honest_update,
     tiny_malicious_update,
     tiny_regression,
@@ -74,6 +75,8 @@ def _gaussian_prototypes() -> tuple[Checkpoint, Knowledge]:
 
 
 _SEARCH_FAST = {"steps": 20, "restarts": 1, "log_every": 10}
+_REVEAL_FAST = {"steps": 4, "inits": 1, "aux_eval": 50, "n_trees": 5}
+_SURROGATE_FAST = {**_REVEAL_FAST, "surrogate_steps": 5}
 
 CASES: dict[str, Callable[[], ConformanceCase]] = {
     "dc-anchor-inversion": _case(tiny_collaboration, {}, [{"rcond": -1.0}, {"rcond": 1.0}]),
@@ -130,6 +133,17 @@ CASES: dict[str, Callable[[], ConformanceCase]] = {
         {"n_candidates": 6, "steps": 20, "log_every": 10},
         [{"n_candidates": 0}, {"lr_x": -1.0}, {"momentum": 1.5}],
     ),
+    "ira-reveal": _case(
+        tiny_distilled, _REVEAL_FAST, [{"steps": 1}, {"inits": 0}, {"lr": 0.0}, {"n_trees": 0}]
+    ),
+    "ira-membership-nn": _case(tiny_distilled, {}, [{"same_class": "yes"}]),
+    "ira-membership-loss": _case(
+        tiny_distilled, _SURROGATE_FAST, [{"surrogate_steps": 0}, {"surrogates": 0}]
+    ),
+    "ira-membership-lira": _case(
+        tiny_distilled, {**_SURROGATE_FAST, "shadows": 2}, [{"shadows": 1}, {"surrogate_lr": -1.0}]
+    ),
+    "ira-recovery": _case(tiny_distilled, {}, [{"aux_eval": 1}]),
     "prototypes": _case(
         _gaussian_prototypes,
         {"max_candidates": 4},

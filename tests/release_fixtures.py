@@ -6,6 +6,8 @@ They live with the tests, not in the library: building a release means running a
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import torch
 
@@ -14,12 +16,15 @@ from trainleak.data import load_digits
 from trainleak.models.registry import build_model, model_spec
 from trainleak.releases.checkpoint import Checkpoint
 from trainleak.releases.collaboration import SharedRepresentations
+from trainleak.releases.distilled import DistilledSet
 from trainleak.releases.dp import DPTrajectory, PrivateRegression
 from trainleak.releases.federated import GradientUpdate
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.unlearning import BroadcastLog, DeletionTranscript
+from trainleak.scenarios.distillation_bank import build_shadow_bank
 from trainleak.scenarios.probing_client import ProbingClient
 from trainleak.systems.collaboration.parties import DCParty, collaborate
+from trainleak.systems.distillation import DCConfig, DMConfig, distill
 from trainleak.systems.federated.client import fedsgd_update
 from trainleak.systems.federated.malicious import malicious_mlp
 from trainleak.systems.mechanisms.regression import ridge_output_perturbation, sphere_records
@@ -171,3 +176,34 @@ def tiny_collaboration(
     release = collaborate(ps, anchor)
     knowledge = Knowledge(disclosures=(ps[0].disclose(0, anchor),))
     return release, knowledge, ps
+
+
+@lru_cache(maxsize=1)
+def tiny_distilled() -> tuple[DistilledSet, Knowledge]:
+    """A 1-image-per-class DM set distilled from 200 digits with a small MLP, and an
+    adversary with 200 disjoint auxiliary digits, two candidate algorithms and architectures,
+    a shadow bank of 8 sets and 40 membership candidates (20 members, 20 not)."""
+    ds = load_digits()
+    x, y = ds.x[:200], ds.y[:200]
+    aux = (ds.x[200:400], ds.y[200:400])
+    archs = {
+        "mlp": model_spec("mlp", input_shape=(1, 8, 8), hidden=[16], out_dim=10),
+        "convnet": model_spec("convnet", input_shape=(1, 8, 8), out_dim=10, width=4),
+    }
+    configs = {
+        "dm": DMConfig(ipc=1, iterations=5),
+        "dc": DCConfig(ipc=1, iterations=2, inner_steps=1, net_steps=1),
+    }
+    release = distill(x, y, 10, archs["mlp"], configs["dm"], seed=5).release
+    bank = build_shadow_bank(aux, 10, configs, archs, seeds=(0, 1))
+    cand = (torch.cat([x[:20], ds.x[400:420]]), torch.cat([y[:20], ds.y[400:420]]))
+    knowledge = Knowledge(
+        input_shape=(1, 8, 8),
+        value_range=(0.0, 1.0),
+        candidate_algorithms=("dc", "dm"),
+        candidate_architectures=tuple(archs.values()),
+        auxiliary=aux,
+        shadow_bank=bank,
+        candidates=cand,
+    )
+    return release, knowledge

@@ -3,9 +3,11 @@ functional autograd over them (:mod:`trainleak.models.functional`)."""
 
 from trainleak.models.convnet import ConvNet
 from trainleak.models.gaussian import GaussianMLP
+from trainleak.models.lenet import LeNet
 from trainleak.models.mlp import MLP, HomogeneousMLP
 from trainleak.models.random_features import RandomFeatures
 from trainleak.models.registry import available_models, build_model, model_spec, register_model
+from trainleak.models.resnet import ResNet
 from trainleak.models.spec import ModelSpec, StateDict, load_state_dict
 
 __all__ = [
@@ -15,6 +17,8 @@ __all__ = [
     "load_state_dict",
     "ConvNet",
     "GaussianMLP",
+    "LeNet",
+    "ResNet",
     "HomogeneousMLP",
     "RandomFeatures",
     "available_models",

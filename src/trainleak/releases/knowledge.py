@@ -13,7 +13,9 @@ from typing import Any
 import torch
 
 from trainleak.errors import MissingKnowledgeError
+from trainleak.models.spec import ModelSpec
 from trainleak.releases.collaboration import Disclosure
+from trainleak.releases.distilled import ShadowBank
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,15 @@ class Knowledge:
         subspace_basis: an orthonormal ``(d, s)`` basis of a subspace known to hold the
             records (informed attacks on private regression).
         record_norm: a known bound on the records' Euclidean norm.
+        candidate_algorithms: the distillation algorithms a released synthetic set may come
+            from (e.g. ``("dc", "dm", "mtt")``).
+        candidate_architectures: the architectures it may have been distilled with, one
+            :class:`ModelSpec` each, built for the task's input shape and class count.
+        auxiliary: labelled data ``(x, y)`` from the same distribution as the private set,
+            disjoint from it.
+        shadow_bank: the adversary's own distilled sets, labelled by algorithm and
+            architecture, distilled from the auxiliary data only.
+        candidates: the records ``(x, y)`` whose membership a membership attack scores.
     """
 
     input_shape: tuple[int, ...] | None = None
@@ -47,6 +58,11 @@ class Knowledge:
     disclosures: tuple[Disclosure, ...] | None = None
     subspace_basis: torch.Tensor | None = None
     record_norm: float | None = None
+    candidate_algorithms: tuple[str, ...] | None = None
+    candidate_architectures: tuple[ModelSpec, ...] | None = None
+    auxiliary: tuple[torch.Tensor, torch.Tensor] | None = None
+    shadow_bank: ShadowBank | None = None
+    candidates: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def require(self, names: frozenset[str] | set[str], *, who: str) -> None:
         """Raise :class:`MissingKnowledgeError` naming every required field that is unknown."""

@@ -1,0 +1,384 @@
+"""Seed 13 (IRA): a released distilled data set reveals its algorithm and architecture, lets the
+adversary infer membership and recover training images.
+
+The victim distils its private records with one of the candidate algorithms (DC, DM, MTT) and
+architectures (MLP, ConvNet, LeNet-style, small ResNet), from real images or from noise. The
+adversary has auxiliary data from the same distribution, builds a shadow bank from it (cached
+by content hash), fingerprints the release, predicts (algorithm, architecture) with a random
+forest, trains a white-box surrogate of the predicted architecture on the release, and scores
+membership (nearest synthetic image, surrogate loss, offline LiRA) and recovery (nearest
+synthetic image). Every distilled set is also checked by the distillation protocol against
+random real subsets of the same size. The non-distilled reference is a model trained on the
+private data itself, attacked by its loss and by offline LiRA.
+
+Chen et al., "Turning Black Box into White Box: Dataset Distillation Leaks", arXiv 2603.01053,
+2026; everything beyond the abstract is [inferred] (seed brief section 13).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from trainleak.attacks.base import Attack
+from trainleak.attacks.distillation import (
+    InformationRevelation,
+    LiRAMembership,
+    LossMembership,
+    NearestSyntheticMembership,
+    NearestSyntheticRecovery,
+    held_out_accuracy,
+)
+from trainleak.experiments._distillation_figures import confusion_figure, pairs, roc_figure, tile
+from trainleak.experiments.base import Result, evaluate_claims, experiment, rows_table
+from trainleak.experiments.distillation_leakage_claims import (
+    CLAIMS,
+    DistillationLeakageConfig,
+    MembershipRow,
+    RecoveryRow,
+    RevelationRow,
+    Row,
+    UtilityRow,
+)
+from trainleak.metrics.distillation import recovery_scores
+from trainleak.models.fitting import accuracy
+from trainleak.models.spec import ModelSpec
+from trainleak.progress import Progress
+from trainleak.releases.distilled import DistilledSet
+from trainleak.releases.knowledge import Knowledge
+from trainleak.scenarios.distillation import (
+    Task,
+    adversary_knowledge,
+    attack_scores,
+    candidate_specs,
+    reference_scores,
+    score_membership,
+    split_task,
+)
+from trainleak.scenarios.distillation_bank import (
+    build_shadow_bank,
+    cached_distill,
+    default_cache_dir,
+)
+from trainleak.systems.distillation import (
+    DCConfig,
+    DistillationRun,
+    DistillConfig,
+    DMConfig,
+    EvalProtocol,
+    Init,
+    MTTConfig,
+    random_subset_accuracy,
+    set_accuracy,
+    train_on,
+)
+
+Key = tuple[str, str, str, int]
+"""(algorithm, architecture, init, seed) of a target set."""
+
+
+def _configs(cfg: DistillationLeakageConfig, init: str, ipc: int) -> dict[str, DistillConfig]:
+    init_: Init = "real" if init == "real" else "noise"
+    all_: dict[str, DistillConfig] = {
+        "dc": DCConfig(ipc=ipc, init=init_, iterations=cfg.dc_iterations, augment=cfg.augment),
+        "dm": DMConfig(ipc=ipc, init=init_, iterations=cfg.dm_iterations, augment=cfg.augment),
+        "mtt": MTTConfig(ipc=ipc, init=init_, iterations=cfg.mtt_iterations, augment=cfg.augment),
+    }
+    return {a: all_[a] for a in cfg.algorithms}
+
+
+def _cache(cfg: DistillationLeakageConfig) -> Path | None:
+    if not cfg.use_cache:
+        return None
+    return Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
+
+
+def _targets(
+    cfg: DistillationLeakageConfig,
+    task: Task,
+    specs: dict[str, ModelSpec],
+    cache: Path | None,
+    progress: Progress | None,
+) -> dict[Key, DistillationRun]:
+    """Distil the private data for every (algorithm, architecture, init, seed)."""
+    out: dict[Key, DistillationRun] = {}
+    total = 2 * len(cfg.algorithms) * len(specs) * cfg.target_seeds
+    for init in ("real", "noise"):
+        for algo, dcfg in _configs(cfg, init, cfg.ipc).items():
+            for kind, spec in specs.items():
+                for s in range(cfg.target_seeds):
+                    out[(algo, kind, init, s)] = cached_distill(
+                        *task.private,
+                        task.num_classes,
+                        spec,
+                        dcfg,
+                        seed=1000 + s,
+                        cache_dir=cache,
+                    )
+                    if progress is not None:
+                        progress("target sets", len(out), total)
+    return out
+
+
+def _revelation_rows(
+    targets: dict[Key, DistillationRun], know: Knowledge, ira: InformationRevelation
+) -> list[RevelationRow]:
+    rows = []
+    for (algo, kind, init, s), run in targets.items():
+        rev = ira.reveal(run.release, know)
+        rows.append(
+            RevelationRow(
+                algo,
+                kind,
+                init,
+                s,
+                rev.algorithm,
+                rev.architecture,
+                rev.algorithm_proba.get(algo, 0.0),
+                rev.architecture_proba.get(kind, 0.0),
+            )
+        )
+    return rows
+
+
+def _membership_attacks(cfg: DistillationLeakageConfig) -> dict[str, Attack[DistilledSet]]:
+    steps, sur = cfg.fingerprint_steps, cfg.surrogate_steps
+    return {
+        "nn": NearestSyntheticMembership(),
+        "loss": LossMembership(steps=steps, surrogate_steps=sur),
+        "lira": LiRAMembership(steps=steps, surrogate_steps=sur, shadows=cfg.lira_shadows),
+    }
+
+
+def _positives(targets: dict[Key, DistillationRun], key: Key) -> torch.Tensor:
+    """The initialisation indices of the real-initialised twin of ``key``."""
+    twin = targets[(key[0], key[1], "real", key[3])]
+    if twin.init_indices is None:
+        raise RuntimeError("a real-initialised run without initialisation indices")
+    return twin.init_indices
+
+
+def _membership_rows(
+    cfg: DistillationLeakageConfig,
+    task: Task,
+    targets: dict[Key, DistillationRun],
+    know: Knowledge,
+    curves: dict[str, tuple[torch.Tensor, torch.Tensor]],
+) -> list[MembershipRow]:
+    attacks = _membership_attacks(cfg)
+    n = len(task.private[0])
+    everyone = torch.arange(n)
+    rows = []
+    for key, run in targets.items():
+        init_pos = _positives(targets, key)
+        for method, scores in attack_scores(run.release, know, attacks).items():
+            for name, pos in (("init", init_pos), ("members", everyone)):
+                m = score_membership(scores, pos, n)
+                rows.append(
+                    MembershipRow(
+                        *key[:3], key[3], method, name, m.auroc, m.tpr_1, m.tpr_01, m.n_pos, m.n_neg
+                    )
+                )
+            if key[0] == cfg.algorithms[0] and key[1] == cfg.utility_architecture and key[3] == 0:
+                label = torch.zeros(len(scores), dtype=torch.bool)
+                label[init_pos] = True
+                keep = torch.cat([init_pos, torch.arange(n, len(scores))])
+                curves[f"{method}, {key[2]} init"] = (scores[keep], label[keep])
+    return rows
+
+
+def _reference_rows(
+    cfg: DistillationLeakageConfig, task: Task, specs: dict[str, ModelSpec], protocol: EvalProtocol
+) -> list[MembershipRow]:
+    """The non-distilled reference: each architecture trained on the private data."""
+    n = len(task.private[0])
+    rows = []
+    for kind, spec in specs.items():
+        for method, scores in reference_scores(task, spec, protocol, cfg.shadow_seeds).items():
+            m = score_membership(scores, torch.arange(n), n)
+            rows.append(
+                MembershipRow(
+                    "real",
+                    kind,
+                    "none",
+                    0,
+                    method,
+                    "members",
+                    m.auroc,
+                    m.tpr_1,
+                    m.tpr_01,
+                    m.n_pos,
+                    m.n_neg,
+                )
+            )
+    return rows
+
+
+def _aux_baseline(task: Task, ipc: int, seed: int) -> torch.Tensor:
+    """``ipc`` random auxiliary images per class: the recovery baseline's candidates."""
+    g = torch.Generator().manual_seed(5_000 + seed)
+    ax, ay = task.aux
+    picks = []
+    for c in range(task.num_classes):
+        idx = torch.nonzero(ay == c).flatten()
+        picks.append(idx[torch.randperm(len(idx), generator=g)[:ipc]])
+    return ax[torch.cat(picks)]
+
+
+def _recovery_rows(
+    cfg: DistillationLeakageConfig,
+    task: Task,
+    targets: dict[Key, DistillationRun],
+    know: Knowledge,
+    images: dict[str, object],
+) -> list[RecoveryRow]:
+    attack = NearestSyntheticRecovery()
+    rows = []
+    t, st = cfg.recovery_threshold, cfg.strict_threshold
+    for key, run in targets.items():
+        sources = task.private[0][_positives(targets, key)]
+        rec = attack(run.release, know)
+        sc = recovery_scores(sources, rec.inputs)
+        base = recovery_scores(sources, _aux_baseline(task, cfg.ipc, key[3]))
+        rows.append(
+            RecoveryRow(
+                *key[:3],
+                cfg.ipc,
+                key[3],
+                sc.mean,
+                sc.share_above(t),
+                sc.share_above(st),
+                base.mean,
+                base.share_above(t),
+                base.share_above(st),
+                t,
+                st,
+                len(sources),
+            )
+        )
+        if key[1] == cfg.utility_architecture and key[3] == 0:
+            images[f"recovered_{key[0]}_{key[2]}_init"] = pairs(
+                sources[:40], rec.inputs[sc.matched[:40]]
+            )
+            images[f"distilled_{key[0]}_{key[2]}_init"] = tile(run.release.images, cfg.ipc)
+    return rows
+
+
+def _utility_rows(
+    cfg: DistillationLeakageConfig,
+    task: Task,
+    specs: dict[str, ModelSpec],
+    targets: dict[Key, DistillationRun],
+    cache: Path | None,
+    protocol: EvalProtocol,
+) -> list[UtilityRow]:
+    test = (torch.cat([task.aux[0], task.holdout[0]]), torch.cat([task.aux[1], task.holdout[1]]))
+    rand = EvalProtocol(steps=protocol.steps, lr=protocol.lr, models=cfg.random_draws)
+    full = {
+        k: accuracy(train_on(*task.private, s, protocol, seed=0), *test) for k, s in specs.items()
+    }
+    runs = {(a, f, i, cfg.ipc, s): r for (a, f, i, s), r in targets.items()}
+    spec_u = specs[cfg.utility_architecture]
+    for ipc in (i for i in cfg.utility_ipcs if i != cfg.ipc):
+        for algo, dcfg in _configs(cfg, "real", ipc).items():
+            run = cached_distill(
+                *task.private, task.num_classes, spec_u, dcfg, seed=1000, cache_dir=cache
+            )
+            runs[(algo, cfg.utility_architecture, "real", ipc, 0)] = run
+    rows, baseline = [], {}
+    for (algo, kind, init, ipc, s), run in runs.items():
+        if (kind, ipc) not in baseline:
+            baseline[(kind, ipc)] = random_subset_accuracy(
+                *task.private, ipc, specs[kind], test, rand
+            )
+        acc = set_accuracy(run.release, specs[kind], test, protocol, seed=s)
+        rows.append(UtilityRow(algo, kind, ipc, init, s, acc, baseline[(kind, ipc)], full[kind]))
+    return rows
+
+
+@experiment(
+    "distillation-leakage",
+    "Dataset distillation leaks: algorithm/architecture revelation, membership, recovery (seed 13)",
+    DistillationLeakageConfig,
+)
+def run(cfg: DistillationLeakageConfig, progress: Progress | None = None) -> Result:
+    """Shadow bank, targets, revelation, membership, recovery and utility; then claims."""
+    start, cpu = time.perf_counter(), time.process_time()
+    task = split_task(cfg.dataset, cfg.n_private, cfg.n_aux, cfg.n_holdout, cfg.seed)
+    specs = candidate_specs(list(cfg.architectures), task.input_shape, task.num_classes)
+    cache = _cache(cfg)
+    bank = build_shadow_bank(
+        task.aux,
+        task.num_classes,
+        _configs(cfg, "real", cfg.ipc),
+        specs,
+        range(cfg.shadow_seeds),
+        cache_dir=cache,
+        progress=progress,
+    )
+    timing = {"shadow_bank_s": time.perf_counter() - start}
+    targets = _targets(cfg, task, specs, cache, progress)
+    timing["targets_s"] = time.perf_counter() - start - timing["shadow_bank_s"]
+    know = adversary_knowledge(task, specs, list(cfg.algorithms), bank)
+    ira = InformationRevelation(steps=cfg.fingerprint_steps)
+    protocol = EvalProtocol(steps=cfg.eval_steps, models=cfg.eval_models, augment=cfg.augment)
+    curves: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    images: dict[str, object] = {}
+    rows: list[Row] = []
+    rows += _revelation_rows(targets, know, ira)
+    rows += _membership_rows(cfg, task, targets, know, curves)
+    rows += _reference_rows(cfg, task, specs, protocol)
+    rows += _recovery_rows(cfg, task, targets, know, images)
+    rows += _utility_rows(cfg, task, specs, targets, cache, protocol)
+    held = held_out_accuracy(bank, list(specs.values()), task.aux, ira.fingerprint_spec())
+    timing.update(total_s=time.perf_counter() - start, cpu_s=time.process_time() - cpu)
+    return _result(cfg, rows, held, timing, curves, images)
+
+
+def _result(
+    cfg: DistillationLeakageConfig,
+    rows: list[Row],
+    held: dict[str, float],
+    timing: dict[str, float],
+    curves: dict[str, tuple[torch.Tensor, torch.Tensor]],
+    images: dict[str, object],
+) -> Result:
+    res = Result(experiment="distillation-leakage", config=cfg.model_dump())
+    res.claims = evaluate_claims(CLAIMS, rows, cfg)
+    res.metrics.update({f"held_out_shadow_{k}": v for k, v in held.items()})
+    res.metrics.update(timing)
+    for name, kind in (
+        ("utility", UtilityRow),
+        ("revelation", RevelationRow),
+        ("membership", MembershipRow),
+        ("recovery", RecoveryRow),
+    ):
+        res.tables[name] = rows_table(r for r in rows if isinstance(r, kind))
+    res.images.update(images)  # type: ignore[arg-type]
+    rev = [r for r in rows if isinstance(r, RevelationRow) and r.init == "real"]
+    if rev:
+        res.figures["confusion"] = confusion_figure(rev)
+    if curves:
+        res.figures["roc"] = roc_figure(curves)
+    res.notes = _NOTES
+    return res
+
+
+_NOTES = (
+    "Private set D (members), auxiliary set (adversary), held-out set (non-members), disjoint. "
+    "Targets: every (algorithm, architecture) distilled from D, from real images and from "
+    "noise, at `ipc` images per class. Shadow bank: every pair distilled by the adversary from "
+    "random halves of the auxiliary data, one half per shadow seed, cached on disk by content "
+    "hash. Revelation: random forests on fingerprints (training dynamics of every candidate on "
+    "the set, image statistics); held-out shadow accuracy is leave-one-seed-out on the bank. "
+    "Membership positives: 'init' = the images the real-initialised twin started from (the "
+    "same records for its noise-initialised twin), 'members' = all of D; negatives: the "
+    "held-out set. TPR at 0.1% FPR is the share of positives scored above every negative when "
+    "there are fewer than 1000 negatives. Recovery: best SSIM (8x8 images upsampled to 16x16) "
+    "of each initialisation image over the released images. Utility: test accuracy (auxiliary "
+    "plus held-out records) of fresh networks trained on the set, beside random real subsets "
+    "of the same size and all of D. [inferred]: the whole IRA pipeline, the fingerprint "
+    "features, the DM loss normalisation, the small-scale algorithm settings."
+)

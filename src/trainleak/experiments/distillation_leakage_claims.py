@@ -1,0 +1,319 @@
+"""Config, rows and claims of ``distillation-leakage`` (seed 13, IRA): pure functions of the
+measurements, each unit-tested on both sides.
+
+Chen et al., "Turning Black Box into White Box: Dataset Distillation Leaks", arXiv 2603.01053,
+2026. The seed's claims: IRA identifies the algorithm and the architecture; the distilled set
+lets the adversary infer membership and recover samples. The distillation itself must be real:
+a distilled set beats random real images of the same size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
+
+from trainleak.experiments.base import Claim, ClaimFn, ExperimentConfig, claim, not_tested
+from trainleak.metrics.intervals import difference_lower_bound, mean_lower_bound, wilson_interval
+
+Algorithm = Literal["dc", "dm", "mtt"]
+Architecture = Literal["mlp", "convnet", "lenet", "resnet"]
+Method = Literal["nn", "loss", "lira"]
+ALGORITHMS: tuple[Algorithm, ...] = ("dc", "dm", "mtt")
+ARCHITECTURES: tuple[Architecture, ...] = ("mlp", "convnet", "lenet", "resnet")
+
+
+class DistillationLeakageConfig(ExperimentConfig):
+    """Config of ``distillation-leakage``."""
+
+    dataset: Literal["digits", "mnist", "cifar10"] = "digits"
+    n_private: int = Field(800, ge=20)
+    n_aux: int = Field(800, ge=20)
+    n_holdout: int = Field(197, ge=2)
+    algorithms: list[Algorithm] = Field(default_factory=lambda: list(ALGORITHMS))
+    architectures: list[Architecture] = Field(default_factory=lambda: list(ARCHITECTURES))
+    ipc: int = Field(10, ge=1)
+    utility_ipcs: list[int] = Field(default_factory=lambda: [1, 10, 50])
+    utility_architecture: Architecture = "convnet"
+    shadow_seeds: int = Field(3, ge=2)
+    target_seeds: int = Field(1, ge=1)
+    dc_iterations: int = Field(40, ge=1)
+    dm_iterations: int = Field(300, ge=1)
+    mtt_iterations: int = Field(100, ge=1)
+    augment: bool = False
+    eval_steps: int = Field(300, ge=1)
+    eval_models: int = Field(2, ge=1)
+    random_draws: int = Field(3, ge=1)
+    fingerprint_steps: int = Field(60, ge=2)
+    surrogate_steps: int = Field(300, ge=1)
+    lira_shadows: int = Field(6, ge=2)
+    claim_method: Method = "nn"
+    recovery_threshold: float = Field(0.5, gt=0, le=1)
+    strict_threshold: float = Field(0.9, gt=0, le=1)
+    cache_dir: str | None = None
+    use_cache: bool = True
+
+
+@dataclass(frozen=True)
+class UtilityRow:
+    """Test accuracy after training on a distilled set, on random real images of the same
+    size (mean over draws) and on all private data."""
+
+    algorithm: str
+    architecture: str
+    ipc: int
+    init: str
+    seed: int
+    distilled_acc: float
+    random_acc: float
+    full_acc: float
+
+
+@dataclass(frozen=True)
+class RevelationRow:
+    """The meta-classifier's prediction for one target set (distilled from private data)."""
+
+    algorithm: str
+    architecture: str
+    init: str
+    seed: int
+    predicted_algorithm: str
+    predicted_architecture: str
+    p_algorithm: float
+    p_architecture: float
+
+
+@dataclass(frozen=True)
+class MembershipRow:
+    """One membership score on one target. ``positives`` is ``init`` (the images a real
+    initialisation starts from; for a noise-initialised target, those of its real-initialised
+    twin) or ``members`` (all private records); negatives are all held-out records.
+    ``algorithm == "real"`` is the non-distilled reference (a model trained on the data)."""
+
+    algorithm: str
+    architecture: str
+    init: str
+    seed: int
+    method: str
+    positives: str
+    auroc: float
+    tpr_1: float
+    tpr_01: float
+    n_pos: int
+    n_neg: int
+
+
+@dataclass(frozen=True)
+class RecoveryRow:
+    """Best SSIM of each initialisation image over the released images (``share_above`` at
+    ``threshold``, ``strict_share`` at ``strict_threshold``), beside the same scores for the
+    auxiliary baseline: as many random auxiliary images per class as the set has (the same
+    budget and the same best-SSIM selection, no private data)."""
+
+    algorithm: str
+    architecture: str
+    init: str
+    ipc: int
+    seed: int
+    mean_ssim: float
+    share_above: float
+    strict_share: float
+    baseline_mean_ssim: float
+    baseline_share: float
+    baseline_strict_share: float
+    threshold: float
+    strict_threshold: float
+    n: int
+
+
+Row = UtilityRow | RevelationRow | MembershipRow | RecoveryRow
+
+
+def _of(rows: Sequence[object], kind: type) -> list:  # type: ignore[type-arg]
+    return [r for r in rows if isinstance(r, kind)]
+
+
+def claim_beats_random(rows: Sequence[Row], cfg: DistillationLeakageConfig) -> Claim:
+    """Every algorithm's real-initialised sets beat random real subsets of the same size
+    (paired lower bound on the accuracy gain, over architectures, ipc and seeds, above 0)."""
+    text = "Each distillation algorithm beats random real subsets of the same size"
+    util = [r for r in _of(rows, UtilityRow) if r.init == "real"]
+    algos = sorted({r.algorithm for r in util})
+    if not algos:
+        return not_tested(text, "no utility rows")
+    gains, bounds = {}, {}
+    for a in algos:
+        rs = [r for r in util if r.algorithm == a]
+        if len(rs) < 2:
+            return not_tested(text, f"{a} has {len(rs)} utility row(s); a bound needs two")
+        gains[a] = sum(r.distilled_acc - r.random_acc for r in rs) / len(rs)
+        bounds[a] = difference_lower_bound(
+            [r.distilled_acc for r in rs], [r.random_acc for r in rs]
+        )
+    return claim(text, min(bounds.values()) > 0, mean_gain=gains, gain_lower_95=bounds)
+
+
+def _revelation(rows: Sequence[Row], field: str, n_labels: int, text: str) -> Claim:
+    rev = [r for r in _of(rows, RevelationRow) if r.init == "real"]
+    if not rev or n_labels < 2:
+        return not_tested(text, f"{len(rev)} real-initialised targets, {n_labels} candidates")
+    hits = sum(getattr(r, field) == getattr(r, f"predicted_{field}") for r in rev)
+    lo, hi = wilson_interval(hits, len(rev))
+    chance = 1 / n_labels
+    return claim(
+        text,
+        hits / len(rev) >= 0.8 and lo > chance,
+        accuracy=hits / len(rev),
+        wilson_95=(lo, hi),
+        chance=chance,
+        targets=len(rev),
+    )
+
+
+def claim_reveals_algorithm(rows: Sequence[Row], cfg: DistillationLeakageConfig) -> Claim:
+    """IRA names the algorithm of unseen real-initialised sets: accuracy >= 0.8 and its Wilson
+    lower bound above chance."""
+    text = "IRA identifies the distillation algorithm (accuracy >= 0.8, above chance)"
+    return _revelation(rows, "algorithm", len(cfg.algorithms), text)
+
+
+def claim_reveals_architecture(rows: Sequence[Row], cfg: DistillationLeakageConfig) -> Claim:
+    """IRA names the architecture: accuracy >= 0.8 and Wilson lower bound above chance."""
+    text = "IRA identifies the distillation architecture (accuracy >= 0.8, above chance)"
+    return _revelation(rows, "architecture", len(cfg.architectures), text)
+
+
+def _members(rows: Sequence[Row], init: str, method: str) -> list[MembershipRow]:
+    return [
+        r
+        for r in _of(rows, MembershipRow)
+        if r.init == init and r.method == method and r.positives == "init" and r.algorithm != "real"
+    ]
+
+
+def claim_membership_real_init(rows: Sequence[Row], cfg: DistillationLeakageConfig) -> Claim:
+    """On real-initialised sets the initialisation images are exposed: the lower bound of the
+    mean AUROC is at least 0.9 and that of TPR at 1% FPR at least 0.3."""
+    text = (
+        f"Membership of the initialisation images of real-initialised sets ({cfg.claim_method}): "
+        "AUROC >= 0.9 and TPR@1%FPR >= 0.3 (lower bounds over targets)"
+    )
+    rs = _members(rows, "real", cfg.claim_method)
+    if len(rs) < 2:
+        return not_tested(text, f"{len(rs)} real-initialised target(s); a bound needs two")
+    au = mean_lower_bound([r.auroc for r in rs])
+    tp = mean_lower_bound([r.tpr_1 for r in rs])
+    return claim(
+        text, au >= 0.9 and tp >= 0.3, auroc_lower_95=au, tpr1_lower_95=tp, targets=len(rs)
+    )
+
+
+def claim_surrogate_membership(rows: Sequence[Row], cfg: DistillationLeakageConfig) -> Claim:
+    """The white-box surrogate (offline LiRA) infers membership of the initialisation images
+    of real-initialised sets better than chance (lower bound of the mean AUROC above 0.5)."""
+    text = "The white-box surrogate (LiRA) infers membership better than chance on real-init sets"
+    rs = _members(rows, "real", "lira")
+    if len(rs) < 2:
+        return not_tested(text, f"{len(rs)} LiRA row(s) on real-initialised targets")
+    lo = mean_lower_bound([r.auroc for r in rs])
+    return claim(text, lo > 0.5, auroc_lower_95=lo, mean_auroc=sum(r.auroc for r in rs) / len(rs))
+
+
+def _paired(real: Sequence[Row], noise: Sequence[Row], value: str) -> tuple[list, list]:  # type: ignore[type-arg]
+    """Values of real- and noise-initialised rows of the same (algorithm, architecture, seed)."""
+    a = {(r.algorithm, r.architecture, r.seed): getattr(r, value) for r in real}  # type: ignore[union-attr]
+    b = {(r.algorithm, r.architecture, r.seed): getattr(r, value) for r in noise}  # type: ignore[union-attr]
+    keys = sorted(set(a) & set(b))
+    return [a[k] for k in keys], [b[k] for k in keys]
+
+
+def claim_real_init_leaks_more(rows: Sequence[Row], cfg: DistillationLeakageConfig) -> Claim:
+    """Membership of the initialisation images is easier on real- than on noise-initialised
+    sets (paired lower bound on the AUROC difference above 0)."""
+    text = f"Real-initialised sets leak membership more than noise-initialised ({cfg.claim_method})"
+    real, noise = _paired(
+        _members(rows, "real", cfg.claim_method), _members(rows, "noise", cfg.claim_method), "auroc"
+    )
+    if len(real) < 2:
+        return not_tested(text, f"{len(real)} real/noise pair(s); a bound needs two")
+    lo = difference_lower_bound(real, noise)
+    return claim(
+        text,
+        lo > 0,
+        auroc_gain_lower_95=lo,
+        mean_auroc_real=sum(real) / len(real),
+        mean_auroc_noise=sum(noise) / len(noise),
+        pairs=len(real),
+    )
+
+
+def _recovery(rows: Sequence[Row], init: str) -> list[RecoveryRow]:
+    return [r for r in _of(rows, RecoveryRow) if r.init == init]
+
+
+def claim_recovery_dm(rows: Sequence[Row], cfg: DistillationLeakageConfig) -> Claim:
+    """Real-initialised DM sets: at least half the initialisation images are recovered at SSIM
+    >= the threshold (Wilson lower bound of the pooled share), and at the strict threshold the
+    share beats the auxiliary baseline's (Wilson intervals apart). The second half keeps the
+    claim informative where the baseline alone passes the first (small images, low
+    threshold)."""
+    text = (
+        f"Real-initialised DM at {cfg.ipc} ipc: at least half the initialisation images "
+        f"recovered at SSIM >= {cfg.recovery_threshold}, and more than the auxiliary baseline "
+        f"at SSIM >= {cfg.strict_threshold}"
+    )
+    rs = [r for r in _recovery(rows, "real") if r.algorithm == "dm" and r.ipc == cfg.ipc]
+    if not rs:
+        return not_tested(text, "no real-initialised DM recovery rows")
+    n = sum(r.n for r in rs)
+
+    def pooled(field: str) -> tuple[float, tuple[float, float]]:
+        hits = sum(round(getattr(r, field) * r.n) for r in rs)
+        return hits / n, wilson_interval(hits, n)
+
+    share, (lo, _) = pooled("share_above")
+    strict, (strict_lo, _) = pooled("strict_share")
+    base, (_, base_hi) = pooled("baseline_strict_share")
+    return claim(
+        text,
+        lo >= 0.5 and strict_lo > base_hi,
+        share=share,
+        share_lower_95=lo,
+        strict_share=strict,
+        strict_share_lower_95=strict_lo,
+        baseline_share=pooled("baseline_share")[0],
+        baseline_strict_share=base,
+        baseline_strict_upper_95=base_hi,
+        images=n,
+    )
+
+
+def claim_recovery_real_beats_noise(rows: Sequence[Row], cfg: DistillationLeakageConfig) -> Claim:
+    """Released images are closer to the initialisation images when the set started from them
+    (paired lower bound on the mean-SSIM difference, real minus noise, above 0)."""
+    text = "Recovery (mean best SSIM) is higher from real- than from noise-initialised sets"
+    real, noise = _paired(_recovery(rows, "real"), _recovery(rows, "noise"), "mean_ssim")
+    if len(real) < 2:
+        return not_tested(text, f"{len(real)} real/noise pair(s); a bound needs two")
+    lo = difference_lower_bound(real, noise)
+    return claim(
+        text,
+        lo > 0,
+        ssim_gain_lower_95=lo,
+        mean_ssim_real=sum(real) / len(real),
+        mean_ssim_noise=sum(noise) / len(noise),
+    )
+
+
+CLAIMS: tuple[ClaimFn, ...] = (
+    claim_beats_random,
+    claim_reveals_algorithm,
+    claim_reveals_architecture,
+    claim_membership_real_init,
+    claim_surrogate_membership,
+    claim_real_init_leaks_more,
+    claim_recovery_dm,
+    claim_recovery_real_beats_noise,
+)

@@ -1,0 +1,141 @@
+"""Distillation runs cached by content hash, and the adversary's shadow bank.
+
+A distillation is a pure function of (data, labels, architecture, config, seed, range), so its
+output is cached on disk under the SHA-256 of all of them: ``<cache_dir>/<hash>/`` holds the
+release (``set.safetensors`` + ``set.json``, see :class:`DistilledSet`) and, for a real
+initialisation, ``init.safetensors`` with the initialisation indices. Nothing is unpickled.
+
+The shadow bank is distilled by the adversary from its auxiliary data only: for every seed, a
+random half of the auxiliary records, then every (algorithm, architecture) pair on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from trainleak.models.spec import ModelSpec
+from trainleak.progress import Progress
+from trainleak.releases.distilled import DistilledSet, ShadowBank, ShadowSet
+from trainleak.systems.distillation import DistillationRun, DistillConfig, distill
+
+
+def default_cache_dir() -> Path:
+    """``$TRAINLEAK_CACHE/distillation``, else ``~/.cache/trainleak/distillation``."""
+    root = os.environ.get("TRAINLEAK_CACHE") or str(Path.home() / ".cache" / "trainleak")
+    return Path(root) / "distillation"
+
+
+def run_key(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    num_classes: int,
+    spec: ModelSpec,
+    config: DistillConfig,
+    seed: int,
+    value_range: tuple[float, float],
+) -> str:
+    """The content hash of one distillation's inputs."""
+    h = hashlib.sha256()
+    for t in (x.float(), y):
+        h.update(str((tuple(t.shape), t.dtype)).encode())
+        h.update(t.contiguous().numpy().tobytes())
+    meta = (num_classes, spec.kind, sorted(spec.kwargs.items()), config, seed, value_range)
+    h.update(repr(meta).encode())
+    return h.hexdigest()
+
+
+def cached_distill(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    num_classes: int,
+    spec: ModelSpec,
+    config: DistillConfig,
+    *,
+    seed: int,
+    value_range: tuple[float, float] = (0.0, 1.0),
+    cache_dir: Path | None = None,
+    progress: Progress | None = None,
+) -> DistillationRun:
+    """:func:`~trainleak.systems.distillation.distill`, read from or written to the cache.
+
+    ``cache_dir=None`` disables the cache. A cached run has an empty loss trace.
+    """
+    if cache_dir is None:
+        return distill(x, y, num_classes, spec, config, seed=seed, value_range=value_range)
+    folder = cache_dir / run_key(x, y, num_classes, spec, config, seed, value_range)
+    init_file = folder / "init.safetensors"
+    if (folder / "set.json").is_file():
+        release = DistilledSet.load(folder)
+        init = load_file(str(init_file))["init"] if init_file.is_file() else None
+        return DistillationRun(release, config.name, spec, seed, init)
+    run = distill(
+        x, y, num_classes, spec, config, seed=seed, value_range=value_range, progress=progress
+    )
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    run.release.save(tmp)
+    if run.init_indices is not None:
+        save_file({"init": run.init_indices.contiguous()}, str(tmp / "init.safetensors"))
+    try:
+        tmp.rename(folder)
+    except OSError:  # another process wrote it first: keep theirs
+        shutil.rmtree(tmp, ignore_errors=True)
+    return run
+
+
+def aux_half(n: int, seed: int) -> torch.Tensor:
+    """The random half of ``n`` auxiliary records used by shadow seed ``seed``."""
+    return torch.randperm(n, generator=torch.Generator().manual_seed(7_000 + seed))[: n // 2]
+
+
+def build_shadow_bank(
+    aux: tuple[torch.Tensor, torch.Tensor],
+    num_classes: int,
+    configs: Mapping[str, DistillConfig],
+    architectures: Mapping[str, ModelSpec],
+    seeds: Sequence[int],
+    *,
+    value_range: tuple[float, float] = (0.0, 1.0),
+    cache_dir: Path | None = None,
+    progress: Progress | None = None,
+) -> ShadowBank:
+    """Distil every (algorithm, architecture) pair on a random auxiliary half per seed.
+
+    Args:
+        aux: the adversary's labelled auxiliary data.
+        num_classes: classes of the task.
+        configs: the candidate algorithms, by name, with their settings.
+        architectures: the candidate architectures, by kind.
+        seeds: shadow seeds (each draws its own auxiliary half).
+        value_range: the images' range.
+        cache_dir: where runs are cached (``None``: no cache).
+        progress: called once per shadow set.
+    """
+    sets = []
+    total = len(seeds) * len(configs) * len(architectures)
+    for seed in seeds:
+        half = aux_half(len(aux[0]), seed)
+        x, y = aux[0][half], aux[1][half]
+        for algo, cfg in configs.items():
+            for kind, spec in architectures.items():
+                run = cached_distill(
+                    x,
+                    y,
+                    num_classes,
+                    spec,
+                    cfg,
+                    seed=seed,
+                    value_range=value_range,
+                    cache_dir=cache_dir,
+                )
+                info = {"init": cfg.init, "ipc": cfg.ipc}
+                sets.append(ShadowSet(run.release, algo, kind, seed, info))
+                if progress is not None:
+                    progress("shadow bank", len(sets), total)
+    return ShadowBank(tuple(sets))

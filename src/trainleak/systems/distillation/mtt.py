@@ -1,0 +1,168 @@
+"""Trajectory matching (MTT), at small scale: make a few SGD steps on the synthetic set move a
+network along the path that training on real data took.
+
+Experts are trained on the real data with plain SGD and their parameters stored after every
+epoch. Each distillation iteration picks an expert and a start epoch t, takes ``syn_steps``
+differentiable SGD steps on the synthetic images from theta*_t with a learnable learning rate,
+and minimises ||theta_hat - theta*_{t+M}||^2 / ||theta*_t - theta*_{t+M}||^2 in the images and
+the learning rate. The learned learning rate is published with the set.
+
+References:
+    Cazenavette, Wang, Torralba, Efros and Zhu, "Dataset Distillation by Matching Training
+    Trajectories", CVPR 2022.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call
+
+from trainleak.data.augment import DiffAugment
+from trainleak.errors import ConfigError
+from trainleak.models.registry import build_model
+from trainleak.models.spec import ModelSpec
+from trainleak.progress import Progress, report_every
+from trainleak.systems.distillation.common import DistillConfig, seed_from
+from trainleak.validation import param
+
+
+@dataclass(frozen=True, kw_only=True)
+class MTTConfig(DistillConfig):
+    """Trajectory matching.
+
+    Args:
+        n_experts: expert trajectories trained on the real data.
+        expert_epochs: epochs of each expert (parameters stored after each).
+        expert_lr: the experts' SGD learning rate.
+        expert_batch: the experts' minibatch size.
+        syn_steps: differentiable SGD steps on the synthetic set per iteration (N).
+        expert_steps: expert epochs those steps should cover (M).
+        max_start_epoch: latest start epoch t (t + M must not exceed ``expert_epochs``).
+        lr_init: initial learnable learning rate.
+        lr_lr: learning rate of log(lr) (SGD).
+        batch_syn: synthetic images per step; ``None`` uses the whole set.
+    """
+
+    name: ClassVar[str] = "mtt"
+
+    lr_img: float = param(10.0, gt=0)
+    iterations: int = param(100, ge=0, integer=True)
+    n_experts: int = param(3, ge=1, integer=True)
+    expert_epochs: int = param(15, ge=1, integer=True)
+    expert_lr: float = param(0.05, gt=0)
+    expert_batch: int = param(64, ge=1, integer=True)
+    syn_steps: int = param(10, ge=1, integer=True)
+    expert_steps: int = param(2, ge=1, integer=True)
+    max_start_epoch: int = param(10, ge=0, integer=True)
+    lr_init: float = param(0.05, gt=0)
+    lr_lr: float = param(0.01, gt=0)
+    batch_syn: int | None = param(None, ge=1, integer=True)
+    log_every: int = param(20, ge=1, integer=True)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_start_epoch + self.expert_steps > self.expert_epochs:
+            raise ConfigError.invalid(
+                "max_start_epoch",
+                f"at most expert_epochs - expert_steps = {self.expert_epochs - self.expert_steps}",
+                self.max_start_epoch,
+            )
+
+
+def _flat(net: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in net.parameters()])
+
+
+def expert_trajectories(
+    x: torch.Tensor, y: torch.Tensor, spec: ModelSpec, cfg: MTTConfig, generator: torch.Generator
+) -> list[torch.Tensor]:
+    """One ``(expert_epochs + 1, P)`` tensor of flattened parameters per expert."""
+    aug = DiffAugment() if cfg.augment else None
+    n = int(x.shape[0])
+    out = []
+    for _ in range(cfg.n_experts):
+        net = build_model(spec, seed=seed_from(generator))
+        opt = torch.optim.SGD(net.parameters(), lr=cfg.expert_lr)
+        path = [_flat(net)]
+        for _ in range(cfg.expert_epochs):
+            order = torch.randperm(n, generator=generator)
+            for i in range(0, n, cfg.expert_batch):
+                idx = order[i : i + cfg.expert_batch]
+                xb = x[idx] if aug is None else aug(x[idx], generator)
+                loss = F.cross_entropy(net(xb), y[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            path.append(_flat(net))
+        out.append(torch.stack(path))
+    return out
+
+
+def _unflatten(net: nn.Module, w: torch.Tensor) -> dict[str, torch.Tensor]:
+    out, i = {}, 0
+    for name, p in net.named_parameters():
+        out[name] = w[i : i + p.numel()].reshape(p.shape)
+        i += p.numel()
+    return out
+
+
+def match_mtt(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    syn: torch.Tensor,
+    spec: ModelSpec,
+    cfg: MTTConfig,
+    value_range: tuple[float, float],
+    generator: torch.Generator,
+    progress: Progress | None = None,
+) -> tuple[torch.Tensor, float, list[dict[str, float]]]:
+    """Optimise ``syn`` and a learning rate by trajectory matching.
+
+    Returns:
+        The final images, the learned learning rate and the loss trace.
+    """
+    k = int(syn.shape[0]) // cfg.ipc
+    experts = expert_trajectories(x, y, spec, cfg, generator)
+    template = build_model(spec, seed=0)
+    labels = torch.arange(k).repeat_interleave(cfg.ipc)
+    syn = syn.clone().requires_grad_(True)
+    log_lr = torch.tensor(math.log(cfg.lr_init), requires_grad=True)
+    opt_img = torch.optim.SGD([syn], lr=cfg.lr_img, momentum=cfg.momentum)
+    opt_lr = torch.optim.SGD([log_lr], lr=cfg.lr_lr, momentum=cfg.momentum)
+    aug = DiffAugment() if cfg.augment else None
+    trace: list[dict[str, float]] = []
+    for it in range(cfg.iterations):
+        path = experts[int(torch.randint(len(experts), (1,), generator=generator))]
+        t = int(torch.randint(cfg.max_start_epoch + 1, (1,), generator=generator))
+        start, target = path[t], path[t + cfg.expert_steps]
+        w = start.clone().requires_grad_(True)
+        for _ in range(cfg.syn_steps):
+            idx = _syn_batch(int(syn.shape[0]), cfg.batch_syn, generator)
+            xs = syn[idx] if aug is None else aug(syn[idx], generator)
+            out = functional_call(template, _unflatten(template, w), (xs,))
+            (g,) = torch.autograd.grad(F.cross_entropy(out, labels[idx]), w, create_graph=True)
+            w = w - log_lr.exp() * g
+        loss = ((w - target) ** 2).sum() / ((start - target) ** 2).sum().clamp_min(1e-12)
+        opt_img.zero_grad()
+        opt_lr.zero_grad()
+        loss.backward()
+        opt_img.step()
+        opt_lr.step()
+        with torch.no_grad():
+            syn.clamp_(*value_range)
+        if it % cfg.log_every == 0 or it == cfg.iterations - 1:
+            trace.append({"iteration": float(it), "loss": float(loss.detach())})
+        report_every(progress, "mtt", it + 1, cfg.iterations)
+    return syn.detach(), float(log_lr.detach().exp()), trace
+
+
+def _syn_batch(n: int, batch: int | None, generator: torch.Generator) -> torch.Tensor:
+    if batch is None or batch >= n:
+        return torch.arange(n)
+    return torch.randperm(n, generator=generator)[:batch]

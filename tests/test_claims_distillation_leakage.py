@@ -1,0 +1,139 @@
+"""Claims of ``distillation-leakage`` on synthetic rows: each must hold and must fail."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from trainleak.experiments.distillation_leakage_claims import (
+    CLAIMS,
+    DistillationLeakageConfig,
+    MembershipRow,
+    RecoveryRow,
+    RevelationRow,
+    UtilityRow,
+    claim_beats_random,
+    claim_membership_real_init,
+    claim_real_init_leaks_more,
+    claim_recovery_dm,
+    claim_recovery_real_beats_noise,
+    claim_reveals_algorithm,
+    claim_reveals_architecture,
+    claim_surrogate_membership,
+)
+
+CFG = DistillationLeakageConfig(algorithms=["dc", "dm"], architectures=["mlp", "convnet"])
+PAIRS = [(a, f) for a in ("dc", "dm") for f in ("mlp", "convnet")]
+
+
+def _utility(gain: float) -> list[UtilityRow]:
+    return [
+        UtilityRow(a, f, ipc, "real", 0, 0.7 + gain + 0.01 * i, 0.7 + 0.01 * i, 0.95)
+        for i, (a, f) in enumerate(PAIRS)
+        for ipc in (1, 10)
+    ]
+
+
+def test_beats_random_both_sides() -> None:
+    assert claim_beats_random(_utility(0.1), CFG).holds
+    worse = _utility(0.1)
+    worse[:2] = [dataclasses.replace(r, distilled_acc=r.random_acc - 0.2) for r in worse[:2]]
+    bad = claim_beats_random(worse, CFG)
+    assert not bad.holds and bad.evidence["gain_lower_95"]["dc"] < 0
+    assert "not_tested" in claim_beats_random(_utility(0.1)[:1], CFG).evidence
+
+
+def _revelation(wrong: int, field: str) -> list[RevelationRow]:
+    rows = []
+    for i, (a, f) in enumerate(PAIRS * 3):
+        pa, pf = a, f
+        if i < wrong:
+            pa, pf = (
+                ("dm" if a == "dc" else "dc", f)
+                if field == "algorithm"
+                else (a, "mlp" if f == "convnet" else "convnet")
+            )
+        rows.append(RevelationRow(a, f, "real", i, pa, pf, 0.9, 0.9))
+    return rows
+
+
+def test_revelation_claims_both_sides() -> None:
+    for fn, field in (
+        (claim_reveals_algorithm, "algorithm"),
+        (claim_reveals_architecture, "architecture"),
+    ):
+        assert fn(_revelation(1, field), CFG).holds  # 11 / 12
+        bad = fn(_revelation(4, field), CFG)  # 8 / 12 < 0.8
+        assert not bad.holds and bad.evidence["accuracy"] < 0.8
+        assert "not_tested" in fn([], CFG).evidence
+    noise_only = [dataclasses.replace(r, init="noise") for r in _revelation(0, "algorithm")]
+    assert "not_tested" in claim_reveals_algorithm(noise_only, CFG).evidence
+
+
+def _membership(
+    method: str, real_auroc: float, noise_auroc: float, tpr: float
+) -> list[MembershipRow]:
+    rows = []
+    for i, (a, f) in enumerate(PAIRS):
+        jitter = 0.01 * (i % 2)
+        rows.append(
+            MembershipRow(
+                a, f, "real", 0, method, "init", real_auroc - jitter, tpr, tpr / 2, 40, 197
+            )
+        )
+        rows.append(
+            MembershipRow(
+                a, f, "noise", 0, method, "init", noise_auroc + jitter, 0.01, 0.0, 40, 197
+            )
+        )
+        rows.append(MembershipRow(a, f, "real", 0, method, "members", 0.55, 0.02, 0.0, 800, 197))
+    return rows
+
+
+def test_membership_claims_both_sides() -> None:
+    good = _membership("nn", 0.98, 0.5, 0.6)
+    assert claim_membership_real_init(good, CFG).holds
+    assert claim_real_init_leaks_more(good, CFG).holds
+    low_tpr = claim_membership_real_init(_membership("nn", 0.98, 0.5, 0.1), CFG)
+    assert not low_tpr.holds and low_tpr.evidence["tpr1_lower_95"] < 0.3
+    same = _membership("nn", 0.6, 0.6, 0.1)
+    assert not claim_membership_real_init(same, CFG).holds
+    assert not claim_real_init_leaks_more(same, CFG).holds
+    other_method = _membership("loss", 0.98, 0.5, 0.6)
+    assert "not_tested" in claim_membership_real_init(other_method, CFG).evidence
+
+
+def test_surrogate_membership_both_sides() -> None:
+    assert claim_surrogate_membership(_membership("lira", 0.7, 0.5, 0.1), CFG).holds
+    assert not claim_surrogate_membership(_membership("lira", 0.5, 0.5, 0.01), CFG).holds
+    assert (
+        "not_tested" in claim_surrogate_membership(_membership("nn", 0.9, 0.5, 0.5), CFG).evidence
+    )
+
+
+def _recovery(
+    real_share: float, real_ssim: float, noise_ssim: float, strict: float = 0.6, base: float = 0.1
+) -> list[RecoveryRow]:
+    rows = []
+    for i, (a, f) in enumerate(PAIRS):
+        j = 0.01 * i
+        common = {"baseline_mean_ssim": 0.7, "baseline_share": 0.95, "baseline_strict_share": base}
+        common.update(threshold=0.5, strict_threshold=0.9, n=100)
+        rows.append(RecoveryRow(a, f, "real", 10, 0, real_ssim + j, real_share, strict, **common))
+        rows.append(RecoveryRow(a, f, "noise", 10, 0, noise_ssim - j, 0.9, 0.05, **common))
+    return rows
+
+
+def test_recovery_claims_both_sides() -> None:
+    good = _recovery(0.8, 0.8, 0.3)
+    assert claim_recovery_dm(good, CFG).holds
+    assert claim_recovery_real_beats_noise(good, CFG).holds
+    half = claim_recovery_dm(_recovery(0.45, 0.8, 0.3), CFG)
+    assert not half.holds and half.evidence["share"] < 0.5
+    like_baseline = claim_recovery_dm(_recovery(1.0, 0.8, 0.3, strict=0.12, base=0.1), CFG)
+    assert not like_baseline.holds and like_baseline.evidence["share"] == 1.0
+    assert not claim_recovery_real_beats_noise(_recovery(0.8, 0.3, 0.4), CFG).holds
+    assert "not_tested" in claim_recovery_dm([r for r in good if r.algorithm != "dm"], CFG).evidence
+
+
+def test_every_claim_is_listed() -> None:
+    assert len(CLAIMS) == 8 and len(set(CLAIMS)) == 8
