@@ -113,37 +113,32 @@ def claim_private_noise_costly(rows: Sequence[Row], cfg: CollusionConfig, datase
     return claim(text, all(r.accuracy < clean.accuracy - 0.05 for r in low), rows=table)
 
 
-def claim_anchor_noise_procrustes(rows: Sequence[Row], cfg: CollusionConfig, dataset: str) -> Claim:
-    """Some anchor-side noise level keeps accuracy at half the anchor attack's linkage."""
-    text = (
-        f"{dataset}: anchor-side noise keeps accuracy (within 2 points) at low anchor-attack "
-        "linkage (half the noiseless)"
-    )
+def _anchor_noise_claim(rows: Sequence[Row], dataset: str, text: str, attack: str) -> Claim:
+    """Some anchor-noise level keeps accuracy within 2 points and ``attack``'s linkage at half
+    the noiseless level or below."""
     sweep, clean = _tradeoff(rows, dataset)
     if clean is None:
         return _no_data(text, dataset)
     taus = [r for r in sweep if r.tau > 0]
     if not taus:
         return not_tested(text, "no anchor-noise level in the sweep")
-    good = [
-        r
-        for r in taus
-        if r.accuracy >= clean.accuracy - 0.02
-        and r.procrustes_linkage <= 0.5 * clean.procrustes_linkage
-    ]
+    key = f"{attack}_linkage"
+    limit = 0.5 * getattr(clean, key)
+    good = [r for r in taus if r.accuracy >= clean.accuracy - 0.02 and getattr(r, key) <= limit]
     return claim(
         text,
         bool(good),
-        rows=[
-            (
-                r.tau,
-                round(r.accuracy, 3),
-                round(r.procrustes_linkage, 3),
-                round(r.inversion_linkage, 3),
-            )
-            for r in taus
-        ],
+        rows=[(r.tau, round(r.accuracy, 3), round(getattr(r, key), 3)) for r in taus],
     )
+
+
+def claim_anchor_noise_procrustes(rows: Sequence[Row], cfg: CollusionConfig, dataset: str) -> Claim:
+    """Some anchor-side noise level keeps accuracy at half the anchor attack's linkage."""
+    text = (
+        f"{dataset}: anchor-side noise keeps accuracy (within 2 points) at low anchor-attack "
+        "linkage (half the noiseless)"
+    )
+    return _anchor_noise_claim(rows, dataset, text, "procrustes")
 
 
 def claim_anchor_noise_pivot(rows: Sequence[Row], cfg: CollusionConfig, dataset: str) -> Claim:
@@ -152,20 +147,7 @@ def claim_anchor_noise_pivot(rows: Sequence[Row], cfg: CollusionConfig, dataset:
         f"{dataset}: anchor-side noise also keeps the pivot attack's linkage at half the "
         "noiseless level or below, at accuracy within 2 points"
     )
-    sweep, clean = _tradeoff(rows, dataset)
-    if clean is None:
-        return _no_data(text, dataset)
-    taus = [r for r in sweep if r.tau > 0]
-    if not taus:
-        return not_tested(text, "no anchor-noise level in the sweep")
-    return claim(
-        text,
-        any(
-            r.accuracy >= clean.accuracy - 0.02 and r.pivot_linkage <= 0.5 * clean.pivot_linkage
-            for r in taus
-        ),
-        rows=[(r.tau, round(r.accuracy, 3), round(r.pivot_linkage, 3)) for r in taus],
-    )
+    return _anchor_noise_claim(rows, dataset, text, "pivot")
 
 
 def claim_parties_keep_utility(rows: Sequence[Row], cfg: CollusionConfig, dataset: str) -> Claim:
