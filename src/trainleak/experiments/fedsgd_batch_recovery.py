@@ -52,11 +52,13 @@ with a wrong label). Time ratio = attack wall time / client gradient time, same 
 [inferred] design decisions (the seed paper's full text was not available): groups use random
 Gaussian unit projections with thresholds at public-data quantiles and a lowest threshold below
 all public data; the next layer shares one random outgoing weight per (hidden unit, group),
-rescaled to unit spread on public data; certificates use rtol 1e-9 (float64) on the bias entry
-and the weight row, a multiplicity above one must be proposed by two rows; the passive mode
-peels from single-sample neurons, then searches the gradient's column space for sparse codewords
-with erasure sets taken from the uncertified proposals (SPEAR-like), solves the batch and
-certifies each solved sample by the rank drop it causes. On trained models the per-sample
+rescaled to unit spread on public data; decoding accepts rows at rtol 1e-9 (float64), and a
+multiplicity above one must be proposed by two rows; the passive mode peels from single-sample
+neurons, then searches the gradient's column space for sparse codewords with erasure sets taken
+from the uncertified proposals (SPEAR-like). A certificate is a local-uniqueness proof over the
+whole decoded batch (docs/certificates.md): each certified sample is within tol (1e-6 in l2 for
+float64) of the true one for every batch that reproduces the update within its radius; batches
+decoded in part are returned uncertified. On trained models the per-sample
 gradients of confidently classified samples are 1e-6..1e-10 of the others, below what float64
 peeling can separate: the passive rate falls with training (reported per training level).
 Inverting Gradients runs on the most trained passive model with labels recovered from the
