@@ -6,6 +6,9 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from trainleak.errors import ShapeError
+from trainleak.metrics.vectors import relative_error
+
+__all__ = ["downstream_accuracy", "linkage_rate", "relative_error"]
 
 
 def linkage_rate(
@@ -30,11 +33,6 @@ def linkage_rate(
     b = gallery / np.maximum(np.linalg.norm(gallery, axis=1, keepdims=True), 1e-300)
     nearest = np.argmax(a @ b.T, axis=1)
     return float((gallery_ids[nearest] == ids).mean())
-
-
-def relative_error(X_hat: np.ndarray, X: np.ndarray) -> float:
-    """``||X_hat - X||_F / ||X||_F``."""
-    return float(np.linalg.norm(X_hat - X) / max(float(np.linalg.norm(X)), 1e-300))
 
 
 def downstream_accuracy(

@@ -25,5 +25,9 @@ def exact_rows(
 
 
 def relative_error(estimate: np.ndarray, true: np.ndarray) -> float:
-    """``||estimate - true||_F / ||true||_F``."""
-    return float(np.linalg.norm(estimate - true) / np.linalg.norm(true))
+    """``||estimate - true||_F / ||true||_F`` (the denominator floored at 1e-300).
+
+    The one implementation: Data Collaboration's scores (:mod:`trainleak.metrics.collaboration`)
+    use it too.
+    """
+    return float(np.linalg.norm(estimate - true) / max(float(np.linalg.norm(true)), 1e-300))
