@@ -14,8 +14,9 @@ digits on two cores), and checks the issue's targets:
 
 Writes ``benchmarks/results/distillation.json`` and ``.md``. Run (from the repository root):
 ``TRAINLEAK_DATA=../shared/data OMP_NUM_THREADS=1 .venv/bin/python benchmarks/distillation.py``
-(``--datasets digits`` for one data set; ``--digits-result runs/X/result.json`` summarises an
-existing default run of ``trainleak run distillation-leakage`` instead of running it again).
+(``--datasets digits`` for one data set, merged into the existing JSON; ``--digits-result
+runs/X/result.json`` summarises an existing default run of ``trainleak run
+distillation-leakage`` instead of running it again).
 """
 
 from __future__ import annotations
@@ -191,7 +192,8 @@ def main() -> None:
     parser.add_argument("--digits-result", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    summaries: dict[str, Any] = {}
+    path = OUT / "distillation.json"
+    summaries: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.datasets.split(","):
             if name == "digits" and args.digits_result is not None:
@@ -201,8 +203,8 @@ def main() -> None:
             result = _run(CONFIGS[name], Path(tmp) / name)
             summaries[name] = summarise(result, time.perf_counter() - start)
             OUT.mkdir(parents=True, exist_ok=True)
-            (OUT / "distillation.json").write_text(json.dumps(summaries, indent=2))
-    (OUT / "distillation.json").write_text(json.dumps(summaries, indent=2))
+            path.write_text(json.dumps(summaries, indent=2))
+    path.write_text(json.dumps(summaries, indent=2))
     (OUT / "distillation.md").write_text(_markdown(summaries))
     print(_markdown(summaries))
 

@@ -79,6 +79,7 @@ def test_each_method_beats_random_real_subsets_of_the_same_size(name: str) -> No
     assert len(run.release) == 10 and run.release.hard_labels.tolist() == list(range(10))
     acc = set_accuracy(run.release, MLP, TEST, PROTOCOL)
     random = _random_accuracies()
+    # measured: random 0.62 (six draws), dc 0.80, dm 0.81, mtt 0.79
     assert acc >= statistics.mean(random) + 0.08, (name, acc, random)
     assert (run.release.lr is not None) == (name == "mtt")
 
@@ -110,7 +111,7 @@ def test_meta_classifier_beats_chance_on_held_out_shadow_sets() -> None:
     fp = FingerprintSpec(steps=20, inits=1, aux_eval=200)
     acc = held_out_accuracy(bank, list(archs.values()), aux, fp, n_trees=50)
     assert acc["n"] == 18
-    assert acc["algorithm"] >= 1 / 3 + 0.3, acc  # measured 0.83 (chance 1/3)
+    assert acc["algorithm"] >= 1 / 3 + 0.3, acc  # measured 0.78 (chance 1/3)
     assert acc["architecture"] >= 1 / 2 + 0.3, acc  # measured 0.94 (chance 1/2)
 
 
@@ -134,6 +135,7 @@ def test_real_initialised_set_leaks_membership_and_images_noise_initialised_does
         rec = NearestSyntheticRecovery()(run.release, know)
         ssim = recovery_scores(PRIVATE[0][positives], rec.inputs)
         results[name] = (auroc(s, m), tpr_at_fpr(s, m, 0.01), ssim.share_above(0.9))
+    # measured: real AUROC 0.999, TPR@1% 0.98, share >= 0.9 SSIM 0.96; noise 0.62, 0.07, 0.0
     assert results["real"][0] >= 0.95 and results["real"][1] >= 0.5, results
     assert results["noise"][0] <= 0.75, results
     # at SSIM >= 0.5 even class-mean-like images match 8x8 digits; 0.9 separates copies
