@@ -97,6 +97,20 @@ def _membership(tables: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _membership_by_algorithm(tables: Mapping[str, Any], method: str) -> dict[str, Any]:
+    """Real-initialised targets, initialisation images as positives, per algorithm."""
+    out = {}
+    rows = [
+        r
+        for r in tables["membership"]
+        if r["init"] == "real" and r["positives"] == "init" and r["method"] == method
+    ]
+    for algo in sorted({r["algorithm"] for r in rows}):
+        rs = [r for r in rows if r["algorithm"] == algo]
+        out[algo] = {s: _avg(rs, s) for s in ("auroc", "tpr_1", "tpr_01")} | {"n": len(rs)}
+    return out
+
+
 def _recovery(tables: Mapping[str, Any], ipc: int) -> dict[str, Any]:
     out = {}
     for init in ("real", "noise"):
@@ -151,6 +165,7 @@ def summarise(result: Mapping[str, Any], wall_s: float | None) -> dict[str, Any]
             k: result["metrics"].get(f"held_out_shadow_{k}") for k in ("algorithm", "architecture")
         },
         "membership": mem,
+        "membership_by_algorithm": _membership_by_algorithm(t, cfg["claim_method"]),
         "recovery": rec,
         "utility": util,
         "utility_gain": gains,
@@ -192,8 +207,7 @@ def main() -> None:
     parser.add_argument("--digits-result", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    path = OUT / "distillation.json"
-    summaries: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+    summaries: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.datasets.split(","):
             if name == "digits" and args.digits_result is not None:
@@ -202,11 +216,20 @@ def main() -> None:
             start = time.perf_counter()
             result = _run(CONFIGS[name], Path(tmp) / name)
             summaries[name] = summarise(result, time.perf_counter() - start)
-            OUT.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(summaries, indent=2))
-    path.write_text(json.dumps(summaries, indent=2))
-    (OUT / "distillation.md").write_text(_markdown(summaries))
-    print(_markdown(summaries))
+            _write(summaries)
+    print(_markdown(_write(summaries)))
+
+
+def _write(summaries: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge ``summaries`` into the results on disk (other data sets are kept) and rewrite the
+    JSON and the Markdown table; returns everything on disk."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / "distillation.json"
+    merged = json.loads(path.read_text()) if path.is_file() else {}
+    merged.update(summaries)
+    path.write_text(json.dumps(merged, indent=2))
+    (OUT / "distillation.md").write_text(_markdown(merged))
+    return merged
 
 
 if __name__ == "__main__":
