@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 from functools import lru_cache
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,6 +23,8 @@ from trainleak.attacks.distillation import (
     held_out_accuracy,
 )
 from trainleak.data import load_digits
+from trainleak.experiments.distillation_leakage import run as run_experiment
+from trainleak.experiments.distillation_leakage_claims import CLAIMS, DistillationLeakageConfig
 from trainleak.metrics.distillation import recovery_scores
 from trainleak.metrics.membership import auroc, tpr_at_fpr
 from trainleak.models import model_spec
@@ -168,3 +171,31 @@ def test_surrogate_membership_exposes_the_initialisation_images_of_a_real_initia
     assert found["ira-membership-loss"] >= 0.55, found
     assert found["ira-membership-lira"] >= 0.65, found
     assert found["ira-membership-lira"] > found["ira-membership-loss"], found
+
+
+@pytest.mark.slow
+def test_distillation_leakage_end_to_end_tiny(tmp_path: Path) -> None:
+    cfg = DistillationLeakageConfig(
+        n_private=300,
+        n_aux=300,
+        n_holdout=100,
+        architectures=["mlp", "convnet"],
+        ipc=2,
+        utility_ipcs=[1, 2],
+        utility_architecture="mlp",
+        dc_iterations=3,
+        dm_iterations=20,
+        mtt_iterations=5,
+        eval_steps=30,
+        fingerprint_steps=10,
+        surrogate_steps=30,
+        lira_shadows=2,
+        shadow_seeds=2,
+        cache_dir=str(tmp_path),
+    )
+    res = run_experiment(cfg)
+    assert len(res.claims) == len(CLAIMS) and {"utility", "membership"} <= set(res.tables)
+    assert {"confusion", "roc"} <= set(res.figures) and res.images
+    again = run_experiment(cfg)  # every distillation now comes from the cache
+    assert again.tables["recovery"] == res.tables["recovery"]
+    assert again.metrics["shadow_bank_s"] < res.metrics["shadow_bank_s"]
