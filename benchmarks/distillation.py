@@ -14,8 +14,9 @@ digits on two cores), and checks the issue's targets:
 
 Writes ``benchmarks/results/distillation.json`` and ``.md``. Run (from the repository root):
 ``TRAINLEAK_DATA=../shared/data OMP_NUM_THREADS=1 .venv/bin/python benchmarks/distillation.py``
-(``--datasets digits`` for one data set; ``--digits-result runs/X/result.json`` summarises an
-existing default run of ``trainleak run distillation-leakage`` instead of running it again).
+(``--datasets digits`` for one data set, merged into the existing JSON; ``--digits-result
+runs/X/result.json`` summarises an existing default run of ``trainleak run
+distillation-leakage`` instead of running it again).
 """
 
 from __future__ import annotations
@@ -96,6 +97,20 @@ def _membership(tables: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _membership_by_algorithm(tables: Mapping[str, Any], method: str) -> dict[str, Any]:
+    """Real-initialised targets, initialisation images as positives, per algorithm."""
+    out = {}
+    rows = [
+        r
+        for r in tables["membership"]
+        if r["init"] == "real" and r["positives"] == "init" and r["method"] == method
+    ]
+    for algo in sorted({r["algorithm"] for r in rows}):
+        rs = [r for r in rows if r["algorithm"] == algo]
+        out[algo] = {s: _avg(rs, s) for s in ("auroc", "tpr_1", "tpr_01")} | {"n": len(rs)}
+    return out
+
+
 def _recovery(tables: Mapping[str, Any], ipc: int) -> dict[str, Any]:
     out = {}
     for init in ("real", "noise"):
@@ -150,6 +165,7 @@ def summarise(result: Mapping[str, Any], wall_s: float | None) -> dict[str, Any]
             k: result["metrics"].get(f"held_out_shadow_{k}") for k in ("algorithm", "architecture")
         },
         "membership": mem,
+        "membership_by_algorithm": _membership_by_algorithm(t, cfg["claim_method"]),
         "recovery": rec,
         "utility": util,
         "utility_gain": gains,
@@ -161,6 +177,16 @@ def summarise(result: Mapping[str, Any], wall_s: float | None) -> dict[str, Any]
     }
 
 
+def _recovery_text(rec: Mapping[str, Any] | None) -> str:
+    if not rec:
+        return "no DM rows"
+    return (
+        f"share at SSIM>=0.5: {rec['share_above']:.3f} (auxiliary baseline "
+        f"{rec['baseline_share']:.3f}); at >=0.9: {rec['strict_share']:.3f} "
+        f"({rec['baseline_strict_share']:.3f})"
+    )
+
+
 def _markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
     lines = [
         "# distillation benchmark (seed 13, IRA)",
@@ -168,6 +194,7 @@ def _markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
         "| data | target | met | measured |",
         "|---|---|---|---|",
     ]
+    notes = []
     for name, s in summaries.items():
         nn = s["membership"]["distilled/real"]["nn/init"]
         measured = {
@@ -175,13 +202,32 @@ def _markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
             "reveal_architecture>=0.8": f"{s['revelation']['real']['architecture']:.3f}",
             "membership_auroc>=0.9": f"{nn['auroc']:.3f}",
             "membership_tpr1>=0.3": f"{nn['tpr_1']:.3f}",
-            "recovery_dm_share@0.5>=0.5": str(s["recovery"].get("dm/real")),
-            "distilled_beats_random": str({k: round(v, 3) for k, v in s["utility_gain"].items()}),
+            "recovery_dm_share@0.5>=0.5": _recovery_text(s["recovery"].get("dm/real")),
+            "distilled_beats_random": ", ".join(
+                f"{k} {v:+.3f}" for k, v in s["utility_gain"].items()
+            ),
             "default_run<20min": f"{s['seconds']:.0f} s wall, {s['cpu_seconds']:.0f} s CPU",
         }
         for target, met in s["targets"].items():
             lines.append(f"| {name} | {target} | {'yes' if met else 'NO'} | {measured[target]} |")
-    lines += ["", "Full numbers (membership by method, noise-init, reference) in the JSON file."]
+        by_algo = s.get("membership_by_algorithm") or {}
+        per = ", ".join(f"{a} {v['auroc']:.3f} / {v['tpr_1']:.3f}" for a, v in by_algo.items())
+        util = "; ".join(
+            f"{k} {v['distilled']:.3f} vs {v['random']:.3f}" for k, v in s["utility"].items()
+        )
+        notes.append(f"- {name}: membership AUROC / TPR@1% per algorithm: {per or 'n/a'}")
+        notes.append(f"- {name}: test accuracy distilled vs random subsets: {util}")
+        notes.append(f"- {name}: {s['seconds']:.0f} s wall, {s['cpu_seconds']:.0f} s CPU")
+    lines += [
+        "",
+        "Membership: initialisation images of real-initialised sets against held-out records,",
+        "nearest-synthetic score; utility gain: mean over ipc of distilled minus random-subset",
+        "test accuracy (real-initialised sets).",
+        "",
+        *notes,
+        "",
+        "Full numbers (membership by method, noise-init, reference) in the JSON file.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -200,11 +246,20 @@ def main() -> None:
             start = time.perf_counter()
             result = _run(CONFIGS[name], Path(tmp) / name)
             summaries[name] = summarise(result, time.perf_counter() - start)
-            OUT.mkdir(parents=True, exist_ok=True)
-            (OUT / "distillation.json").write_text(json.dumps(summaries, indent=2))
-    (OUT / "distillation.json").write_text(json.dumps(summaries, indent=2))
-    (OUT / "distillation.md").write_text(_markdown(summaries))
-    print(_markdown(summaries))
+            _write(summaries)
+    print(_markdown(_write(summaries)))
+
+
+def _write(summaries: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge ``summaries`` into the results on disk (other data sets are kept) and rewrite the
+    JSON and the Markdown table; returns everything on disk."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / "distillation.json"
+    merged = json.loads(path.read_text()) if path.is_file() else {}
+    merged.update(summaries)
+    path.write_text(json.dumps(merged, indent=2))
+    (OUT / "distillation.md").write_text(_markdown(merged))
+    return merged
 
 
 if __name__ == "__main__":

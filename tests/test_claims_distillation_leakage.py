@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
+
+from trainleak.experiments._distillation_figures import confusion_figure, pairs, roc_figure, tile
 from trainleak.experiments.distillation_leakage_claims import (
     CLAIMS,
     DistillationLeakageConfig,
@@ -137,3 +140,12 @@ def test_recovery_claims_both_sides() -> None:
 
 def test_every_claim_is_listed() -> None:
     assert len(CLAIMS) == 8 and len(set(CLAIMS)) == 8
+
+
+def test_display_helpers_build_images_and_figures() -> None:
+    assert tile(torch.rand(12, 1, 8, 8), 5).shape == (3 * 33 + 1, 5 * 33 + 1)
+    assert pairs(torch.rand(7, 1, 8, 8), torch.rand(7, 1, 8, 8), cols=5).shape[0] == 4 * 33 + 1
+    assert tile(torch.rand(3, 3, 32, 32), 2).shape == (67, 67, 3)
+    assert len(confusion_figure(_revelation(2, "algorithm")).axes) == 2
+    member = torch.arange(10) < 5
+    assert roc_figure({"nn": (torch.arange(10.0).flip(0), member)}).axes

@@ -7,8 +7,10 @@ real-initialised set exposes its initialisation images where a noise-initialised
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from functools import lru_cache
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,6 +24,8 @@ from trainleak.attacks.distillation import (
     held_out_accuracy,
 )
 from trainleak.data import load_digits
+from trainleak.experiments.distillation_leakage import run as run_experiment
+from trainleak.experiments.distillation_leakage_claims import CLAIMS, DistillationLeakageConfig
 from trainleak.metrics.distillation import recovery_scores
 from trainleak.metrics.membership import auroc, tpr_at_fpr
 from trainleak.models import model_spec
@@ -79,8 +83,22 @@ def test_each_method_beats_random_real_subsets_of_the_same_size(name: str) -> No
     assert len(run.release) == 10 and run.release.hard_labels.tolist() == list(range(10))
     acc = set_accuracy(run.release, MLP, TEST, PROTOCOL)
     random = _random_accuracies()
+    # measured: random 0.62 (six draws), dc 0.80, dm 0.81, mtt 0.79
     assert acc >= statistics.mean(random) + 0.08, (name, acc, random)
     assert (run.release.lr is not None) == (name == "mtt")
+
+
+@pytest.mark.parametrize("name", ["dc", "dm"])
+def test_differentiable_siamese_augmentation_is_a_working_switch(name: str) -> None:
+    cfg = dataclasses.replace(_fast(name), augment=True)
+    run = distill(*PRIVATE, 10, MLP, cfg, seed=0)
+    plain = distill(*PRIVATE, 10, MLP, _fast(name), seed=0)
+    assert run.release.content_hash() != plain.release.content_hash()
+    # measured: DSA 0.80 for both against random 0.62
+    assert (
+        set_accuracy(run.release, MLP, TEST, PROTOCOL)
+        >= statistics.mean(_random_accuracies()) + 0.08
+    )
 
 
 def test_distillation_is_deterministic_under_its_seed() -> None:
@@ -110,7 +128,7 @@ def test_meta_classifier_beats_chance_on_held_out_shadow_sets() -> None:
     fp = FingerprintSpec(steps=20, inits=1, aux_eval=200)
     acc = held_out_accuracy(bank, list(archs.values()), aux, fp, n_trees=50)
     assert acc["n"] == 18
-    assert acc["algorithm"] >= 1 / 3 + 0.3, acc  # measured 0.83 (chance 1/3)
+    assert acc["algorithm"] >= 1 / 3 + 0.3, acc  # measured 0.78 (chance 1/3)
     assert acc["architecture"] >= 1 / 2 + 0.3, acc  # measured 0.94 (chance 1/2)
 
 
@@ -134,6 +152,7 @@ def test_real_initialised_set_leaks_membership_and_images_noise_initialised_does
         rec = NearestSyntheticRecovery()(run.release, know)
         ssim = recovery_scores(PRIVATE[0][positives], rec.inputs)
         results[name] = (auroc(s, m), tpr_at_fpr(s, m, 0.01), ssim.share_above(0.9))
+    # measured: real AUROC 0.999, TPR@1% 0.98, share >= 0.9 SSIM 0.96; noise 0.62, 0.07, 0.0
     assert results["real"][0] >= 0.95 and results["real"][1] >= 0.5, results
     assert results["noise"][0] <= 0.75, results
     # at SSIM >= 0.5 even class-mean-like images match 8x8 digits; 0.9 separates copies
@@ -166,3 +185,31 @@ def test_surrogate_membership_exposes_the_initialisation_images_of_a_real_initia
     assert found["ira-membership-loss"] >= 0.55, found
     assert found["ira-membership-lira"] >= 0.65, found
     assert found["ira-membership-lira"] > found["ira-membership-loss"], found
+
+
+@pytest.mark.slow
+def test_distillation_leakage_end_to_end_tiny(tmp_path: Path) -> None:
+    cfg = DistillationLeakageConfig(
+        n_private=300,
+        n_aux=300,
+        n_holdout=100,
+        architectures=["mlp", "convnet"],
+        ipc=2,
+        utility_ipcs=[1, 2],
+        utility_architecture="mlp",
+        dc_iterations=3,
+        dm_iterations=20,
+        mtt_iterations=5,
+        eval_steps=30,
+        fingerprint_steps=10,
+        surrogate_steps=30,
+        lira_shadows=2,
+        shadow_seeds=2,
+        cache_dir=str(tmp_path),
+    )
+    res = run_experiment(cfg, None)
+    assert len(res.claims) == len(CLAIMS) and {"utility", "membership"} <= set(res.tables)
+    assert {"confusion", "roc"} <= set(res.figures) and res.images
+    again = run_experiment(cfg, None)  # every distillation now comes from the cache
+    assert again.tables["recovery"] == res.tables["recovery"]
+    assert again.metrics["shadow_bank_s"] < res.metrics["shadow_bank_s"]

@@ -30,7 +30,8 @@ class DistillConfig:
         init: ``real`` starts from randomly chosen real images of each class, ``noise`` from
             Gaussian noise around the middle of the value range.
         iterations: outer iterations (image updates for DM and MTT, network draws for DC).
-        lr_img: learning rate of the images (SGD with ``momentum``).
+        lr_img: learning rate of the images (SGD with ``momentum``) on the normalised gradient
+            (see :func:`normalise_gradient`): about the RMS pixel change of one step.
         momentum: momentum of the image optimiser.
         batch_real: real images per class in each comparison.
         augment: differentiable siamese augmentation (DSA) on both sides of each comparison.
@@ -41,7 +42,7 @@ class DistillConfig:
     ipc: int = param(10, ge=1, integer=True)
     init: Init = param("real", choices=Init)
     iterations: int = param(200, ge=0, integer=True)
-    lr_img: float = param(0.1, gt=0)
+    lr_img: float = param(0.003, gt=0)
     momentum: float = param(0.5, ge=0, lt=1)
     batch_real: int = param(32, ge=1, integer=True)
     augment: bool = False
@@ -71,6 +72,19 @@ class DistillationRun:
     seed: int
     init_indices: torch.Tensor | None = None
     trace: list[dict[str, float]] = field(default_factory=list)
+
+
+def normalise_gradient(syn: torch.Tensor) -> None:
+    """Divide the images' gradient by its root mean square over the whole set, in place.
+
+    [inferred] Our departure from the original algorithms (plain SGD on the raw gradient): the
+    raw gradients of the matching losses differ by orders of magnitude between architectures
+    (and, for DM, between images-per-class settings), so one learning rate cannot suit them
+    all; after normalisation ``lr_img`` is the RMS pixel change of one step, and how far a
+    real-initialised image can drift is set by ``lr_img`` and the number of steps alone.
+    """
+    if syn.grad is not None:
+        syn.grad.div_(syn.grad.pow(2).mean().sqrt().clamp_min(1e-12))
 
 
 def class_indices(y: torch.Tensor, num_classes: int) -> list[torch.Tensor]:

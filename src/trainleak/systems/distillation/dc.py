@@ -30,6 +30,7 @@ from trainleak.progress import Progress, report_every
 from trainleak.systems.distillation.common import (
     DistillConfig,
     class_indices,
+    normalise_gradient,
     real_batch,
     seed_from,
 )
@@ -120,6 +121,7 @@ def match_dc(
             loss = gradient_distance(g_real, g_syn)
             opt.zero_grad()
             loss.backward()
+            normalise_gradient(syn)
             opt.step()
             with torch.no_grad():
                 syn.clamp_(*value_range)

@@ -4,11 +4,8 @@ images under randomly initialised networks.
 Each iteration draws a fresh network of the distillation architecture (never trained), embeds a
 class-balanced real batch and the synthetic set (penultimate features, both through the same
 augmentation draw when ``augment`` is on) and takes one SGD step on the images to reduce
-sum_c ||mean_real_c - mean_syn_c||^2. [inferred] The loss is divided by the spread of the real
-class means around their average (a constant for the step), so one image learning rate suits
-every architecture (the raw embeddings of the candidate networks differ in scale by orders of
-magnitude), and the step is multiplied by ``ipc``, so that each image moves as far whatever the
-number of images per class (the gradient of a class mean is 1/ipc per image).
+sum_c ||mean_real_c - mean_syn_c||^2 (on the normalised gradient, see
+:func:`~trainleak.systems.distillation.common.normalise_gradient`).
 
 References:
     Zhao and Bilen, "Dataset Condensation with Distribution Matching", WACV 2023.
@@ -29,6 +26,7 @@ from trainleak.progress import Progress, report_every
 from trainleak.systems.distillation.common import (
     DistillConfig,
     class_indices,
+    normalise_gradient,
     real_batch,
     seed_from,
 )
@@ -37,11 +35,11 @@ from trainleak.validation import param
 
 @dataclass(frozen=True, kw_only=True)
 class DMConfig(DistillConfig):
-    """Distribution matching; the image learning rate applies to the normalised loss."""
+    """Distribution matching."""
 
     name: ClassVar[str] = "dm"
 
-    lr_img: float = param(0.1, gt=0)
+    lr_img: float = param(0.003, gt=0)
     iterations: int = param(300, ge=0, integer=True)
     log_every: int = param(50, ge=1, integer=True)
 
@@ -78,11 +76,10 @@ def match_dm(
             xr, xs = aug.apply(xr, draw), aug.apply(xs, draw)
         mean_real = embed(net, xr).reshape(k, b, -1).mean(1)
         mean_syn = embed(net, xs).reshape(k, cfg.ipc, -1).mean(1)
-        centred = mean_real - mean_real.mean(0, keepdim=True)
-        scale = (centred**2).sum(1).mean().detach().clamp_min(1e-12)
-        loss = ((mean_real - mean_syn) ** 2).sum() / scale
+        loss = ((mean_real - mean_syn) ** 2).sum()
         opt.zero_grad()
-        (loss * cfg.ipc).backward()
+        loss.backward()
+        normalise_gradient(syn)
         opt.step()
         with torch.no_grad():
             syn.clamp_(*value_range)

@@ -28,7 +28,7 @@ from trainleak.errors import ConfigError
 from trainleak.models.registry import build_model
 from trainleak.models.spec import ModelSpec
 from trainleak.progress import Progress, report_every
-from trainleak.systems.distillation.common import DistillConfig, seed_from
+from trainleak.systems.distillation.common import DistillConfig, normalise_gradient, seed_from
 from trainleak.validation import param
 
 
@@ -51,7 +51,7 @@ class MTTConfig(DistillConfig):
 
     name: ClassVar[str] = "mtt"
 
-    lr_img: float = param(10.0, gt=0)
+    lr_img: float = param(0.01, gt=0)
     iterations: int = param(100, ge=0, integer=True)
     n_experts: int = param(3, ge=1, integer=True)
     expert_epochs: int = param(15, ge=1, integer=True)
@@ -152,6 +152,7 @@ def match_mtt(
         opt_img.zero_grad()
         opt_lr.zero_grad()
         loss.backward()
+        normalise_gradient(syn)
         opt_img.step()
         opt_lr.step()
         with torch.no_grad():
