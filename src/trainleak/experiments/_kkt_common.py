@@ -228,24 +228,15 @@ def score(task: KKTTask, images: Tensor) -> MethodScore:
     )
 
 
-@dataclass(frozen=True)
-class ScoreRow:
-    """One method's scores on one seed's training set (see :class:`MethodScore`)."""
+@dataclass(frozen=True, kw_only=True)
+class ScoreRow(MethodScore):
+    """One method's scores (the fields of :class:`MethodScore`) on one seed's training set."""
 
     dataset: str
     optimizer: str
     seed: int
     method: str
     role: Role
-    n: int
-    candidates: int
-    ssim_04: int
-    ssim_06: int
-    median_ssim: float
-    mean_top10_ssim: float
-    specific: int
-    specific_ssim_04: int
-    median_ratio: float
 
     @classmethod
     def of(
