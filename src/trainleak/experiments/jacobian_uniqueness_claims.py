@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
+from trainleak.bounds.jacobian import UniquenessReport
 from trainleak.experiments.base import Claim, ClaimFn, ExperimentConfig, claim, not_tested
 from trainleak.metrics.intervals import wilson_interval
 
@@ -29,23 +30,16 @@ class JacobianConfig(ExperimentConfig):
     leakage_batch: int = Field(4, ge=1)
 
 
-@dataclass(frozen=True)
-class CriterionRow:
-    """The rank criterion, a collision witness and DLG at one (model, batch size).
+@dataclass(frozen=True, kw_only=True)
+class CriterionRow(UniquenessReport):
+    """The rank criterion (the fields of :class:`UniquenessReport`), a collision witness and DLG
+    at one (model, batch size).
 
     ``sufficient`` is ``B p > d``; ``non_unique`` is ``rank < B p``. The collision fields are
     None when no null direction exists (in the data box or at all).
     """
 
     model: str
-    d: int
-    batch_size: int
-    input_dim: int
-    rank: int
-    null_dim: int
-    sufficient: bool
-    non_unique: bool
-    threshold: int
     collision_gap: float | None
     collision_distance: float | None
     collision_in_box: bool | None
