@@ -118,4 +118,4 @@ def test_experiment_runs_small_config() -> None:
     assert row["fresh"] > 0.99 and row["protected"] < 0.8
     assert result.claims[0].holds
     card = result.risk
-    assert card is not None and card.level == "high" and "51 deletions, fresh" in card.release
+    assert card is not None and card.level == "high" and "after 51 deletions" in card.release
