@@ -256,7 +256,7 @@ def certainty_phrase(f: AttackFinding) -> str:
         return "certified by the attack itself, without ground truth"
     if f.certainty == "self-assessed":
         return "unverified: only the attack's own fit"
-    parts = ["confirmed against the reference set"]
+    parts = ["confirmed against ground truth (the reference set, or the simulated records)"]
     if f.baseline_recovered is not None:
         parts.append(f"a baseline with the same budget recovered {f.baseline_recovered}")
     if f.certified:
