@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import Field
 
 from trainleak.experiments.base import Claim, ClaimFn, ExperimentConfig, claim, not_tested
+from trainleak.experiments.risk import Release, RiskCard, riskiest_card, scored_finding, share_count
 from trainleak.metrics.intervals import difference_lower_bound, mean_lower_bound, wilson_interval
 
 Algorithm = Literal["dc", "dm", "mtt"]
@@ -320,3 +321,29 @@ CLAIMS: tuple[ClaimFn, ...] = (
     claim_recovery_dm,
     claim_recovery_real_beats_noise,
 )
+
+
+def risk_of(rows: Sequence[Row], cfg: DistillationLeakageConfig) -> RiskCard:
+    """The card of the distilled set whose released images recover the most of the private
+    images they were initialised from beyond the auxiliary baseline (as many random auxiliary
+    images, the same best-SSIM selection), by the experiment's SSIM threshold."""
+    releases: dict[str, Release] = {
+        f"the {r.algorithm} distilled set ({r.architecture}, {r.ipc} per class, {r.init} "
+        f"initialisation, seed {r.seed})": (
+            [
+                scored_finding(
+                    "released images as reconstructions",
+                    share_count(r.share_above, r.n),
+                    r.n,
+                    rule=f"best SSIM over the released images >= {r.threshold:g}",
+                    baseline=share_count(r.baseline_share, r.n),
+                    quality=r.mean_ssim,
+                    detail=f"{share_count(r.strict_share, r.n)} at SSIM >= "
+                    f"{r.strict_threshold:g}; baseline: random auxiliary images",
+                )
+            ],
+            [],
+        )
+        for r in _of(rows, RecoveryRow)
+    }
+    return riskiest_card(releases)
