@@ -176,6 +176,15 @@ def test_n_sampling_and_adra_run_and_choose_the_step_on_calibration():
     assert len(d["scores_per_step"][0]) == len(texts)
 
 
+def test_long_candidates_are_truncated_and_reported():
+    release, texts, _ = toy_language_release()
+    long = texts[0] + " " + " ".join([texts[1]] * 3)
+    rec = get_attack("lm-passive", max_length=16)(
+        release, Knowledge(candidate_texts=(long, texts[1]))
+    )
+    assert rec.diagnostics["truncated"] == 1 and torch.isfinite(rec.scores).all()
+
+
 def test_language_bad_input():
     release, texts, _ = toy_language_release()
     with pytest.raises(ConfigError, match="empty"):

@@ -121,6 +121,7 @@ class LMPassiveScore(Attack[LanguageModelRelease]):
         if self.score == "reference" and release.reference is None:
             raise MissingKnowledgeError("score='reference' needs the release's reference model")
         target, ref = score_release(release, texts, self.max_length, self.batch_size)
+        truncated = encode(release.model, texts, self.max_length).truncated
         ks = tuple(sorted({*DEFAULT_KS, self.k}))
         all_scores = passive_scores(target, texts, ref, ks)
         key = f"{self.score}@{self.k:g}" if self.score in ("mink", "minkpp") else self.score
@@ -130,7 +131,11 @@ class LMPassiveScore(Attack[LanguageModelRelease]):
         return Reconstruction(
             inputs=torch.arange(len(texts))[:, None],
             scores=chosen,
-            diagnostics={"scores": {k: v.tolist() for k, v in all_scores.items()}, "key": key},
+            diagnostics={
+                "scores": {k: v.tolist() for k, v in all_scores.items()},
+                "key": key,
+                "truncated": truncated,
+            },
         )
 
     def expected_shape(

@@ -84,7 +84,7 @@ class TargetSettings:
     n_head: int = param(4, ge=1)
     max_length: int = param(64, ge=16)
     pretrain_steps: int = param(300, ge=0)
-    finetune_steps: int = param(120, ge=1)
+    finetune_steps: int = param(20, ge=1)
     batch_size: int = param(32, ge=1)
     member_share: float = param(0.5, gt=0, le=1)
     lr: float = param(2e-3, gt=0)
