@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from language_fixtures import toy_language_release
 
+from language_fixtures import toy_language_release
 from trainleak.experiments.lm_membership import (
     comparison_rows,
     examples,
