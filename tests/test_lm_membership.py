@@ -222,3 +222,22 @@ def test_auroc_intervals():
     assert dlo > 0
     assert rank_normalise(torch.tensor([3.0, 1.0, 2.0])).tolist() == [1.0, 0.0, 0.5]
     assert math.isfinite(lo)
+
+
+def test_adra_with_lora_adapters_leaves_the_release_untouched():
+    release, texts, _ = toy_language_release()
+    before = {k: v.clone() for k, v in release.model.module.state_dict().items()}
+    rec = get_attack(
+        "adra",
+        steps=1,
+        prompts_per_step=4,
+        group=2,
+        n_samples=2,
+        max_new_tokens=6,
+        max_length=32,
+        lora_r=4,
+        lr=1e-2,
+    )(release, Knowledge(candidate_texts=texts))
+    assert len(rec.trace) == 1 and rec.trace[0]["samples"] == 8
+    after = release.model.module.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
