@@ -46,7 +46,20 @@ def word_tokenizer(kind: str) -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
 
 
-def tiny_bert(seed: int = 0, hidden: int = 64, layers: int = 2) -> TinyLM:
+def _trained_norms(module: torch.nn.Module, seed: int) -> torch.nn.Module:
+    """Random LayerNorm gains and biases: a freshly initialised LayerNorm (gain 1, bias 0) is
+    linear up to scale, which makes E[v] + P[t] combinations fall in the span (a trained
+    model's are not)."""
+    g = torch.Generator().manual_seed(seed + 1000)
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                m.weight.copy_(1 + 0.2 * torch.randn(m.weight.shape, generator=g))
+                m.bias.copy_(0.2 * torch.randn(m.bias.shape, generator=g))
+    return module
+
+
+def tiny_bert(seed: int = 0, hidden: int = 64, layers: int = 3) -> TinyLM:
     tok = word_tokenizer("encoder")
     torch.manual_seed(seed)
     cfg = BertConfig(
@@ -54,7 +67,8 @@ def tiny_bert(seed: int = 0, hidden: int = 64, layers: int = 2) -> TinyLM:
         num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=32,
         num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
     )
-    return TinyLM(BertForSequenceClassification(cfg).eval(), tok, "encoder", "tiny-bert")
+    model = _trained_norms(BertForSequenceClassification(cfg), seed)
+    return TinyLM(model.eval(), tok, "encoder", "tiny-bert")
 
 
 def tiny_gpt2(seed: int = 0, hidden: int = 64, layers: int = 2) -> TinyLM:
@@ -65,7 +79,8 @@ def tiny_gpt2(seed: int = 0, hidden: int = 64, layers: int = 2) -> TinyLM:
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
         eos_token_id=1, bos_token_id=1, pad_token_id=0,
     )
-    return TinyLM(GPT2LMHeadModel(cfg).eval(), tok, "causal", "tiny-gpt2")
+    model = _trained_norms(GPT2LMHeadModel(cfg), seed)
+    return TinyLM(model.eval(), tok, "causal", "tiny-gpt2")
 
 
 def random_texts(count: int, seed: int, low: int = 3, high: int = 6) -> list[str]:
