@@ -65,7 +65,7 @@ def tiny_bert(seed: int = 0, hidden: int = 64, layers: int = 3) -> TinyLM:
     cfg = BertConfig(
         vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers,
         num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=32,
-        num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        num_labels=2, hidden_dropout_prob=0.0, initializer_range=0.1, attention_probs_dropout_prob=0.0,
     )
     model = _trained_norms(BertForSequenceClassification(cfg), seed)
     return TinyLM(model.eval(), tok, "encoder", "tiny-bert")

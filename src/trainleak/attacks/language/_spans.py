@@ -33,11 +33,13 @@ RankRule = Literal["tolerance", "batch"]
 
 @dataclass(frozen=True)
 class Spans:
-    """Subspaces, the attacker's model and the layer-1 distance table ``(n, V)``."""
+    """Subspaces (with each direction's share of the singular values), the attacker's model
+    and the layer-1 distance table ``(n, V)``."""
 
     module: torch.nn.Module
     layers: tuple[TokenLayer, TokenLayer]
     bases: tuple[torch.Tensor, torch.Tensor]
+    weights: tuple[torch.Tensor, torch.Tensor]
     table: torch.Tensor
     causal: bool
     end_id: int
@@ -47,9 +49,9 @@ class Spans:
     def positions(self) -> int:
         return int(self.table.shape[0])
 
-    def distances(self, seqs: list[list[int]], chunk: int = 256) -> list[torch.Tensor]:
-        """Per sequence a ``(2, scored_len)`` tensor of layer-1 and layer-2 distances."""
-        out: list[torch.Tensor] = []
+    def features(self, seqs: list[list[int]], chunk: int = 256) -> list[list[torch.Tensor]]:
+        """Per sequence its unit layer-1 and layer-2 inputs ``(scored_len, d)``."""
+        out: list[list[torch.Tensor]] = []
         for start in range(0, len(seqs), chunk):
             part = seqs[start : start + chunk]
             width = max(len(s) for s in part)
@@ -60,10 +62,18 @@ class Spans:
                 mask[i, : len(s)] = 1
             with torch.no_grad():
                 z = layer_inputs(self.module, self.layers, input_ids=ids, attention_mask=mask)
-            d = torch.stack([span_distance(z[k], self.bases[k]) for k in range(2)], 1)
+            z = [v / v.norm(dim=-1, keepdim=True).clamp_min(1e-300) for v in z]
             for i, s in enumerate(part):
-                out.append(d[i, :, : self.scored(len(s))])
+                m = self.scored(len(s))
+                out.append([z[0][i, :m], z[1][i, :m]])
         return out
+
+    def distances(self, seqs: list[list[int]], chunk: int = 256) -> list[torch.Tensor]:
+        """Per sequence a ``(2, scored_len)`` tensor of layer-1 and layer-2 distances."""
+        return [
+            torch.stack([span_distance(z, basis) for z, basis in zip(f, self.bases, strict=True)])
+            for f in self.features(seqs, chunk)
+        ]
 
     def scored(self, length: int) -> int:
         """How many leading positions of a sequence of ``length`` tokens feed the gradient."""
@@ -115,4 +125,11 @@ def build_spans(
     if end is None:
         raise ConfigError(f"the tokenizer of {release.model.name!r} has no end token")
     pad = tok.pad_token_id if tok.pad_token_id is not None else end
-    return Spans(module, layers, bases, table, causal, int(end), int(pad))
+    weights = tuple(_weights(g, b.shape[1]) for g, b in zip(grads, bases, strict=True))
+    return Spans(module, layers, bases, weights, table, causal, int(end), int(pad))  # type: ignore[arg-type]
+
+
+def _weights(grad: torch.Tensor, rank: int) -> torch.Tensor:
+    """Singular values of the kept directions, normalised to sum to one."""
+    s = torch.linalg.svdvals(grad)[:rank]
+    return s / s.sum().clamp_min(1e-300)

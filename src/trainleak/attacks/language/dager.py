@@ -71,7 +71,7 @@ class Dager(Attack[TransformerUpdate]):
             torch.nonzero(spans.table[t] < self.l1_threshold).flatten().tolist()
             for t in range(spans.positions)
         ]
-        if not cands[0]:
+        if not cands[0] and self.exact:
             raise ConfigError(
                 "no vocabulary token lies in the layer-1 gradient span at position 0: the "
                 "gradient was not computed at these weights or with this tokenizer (or is "
