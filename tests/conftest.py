@@ -62,3 +62,15 @@ def require_data(path: Path, what: str = "real data") -> Path:
 def data_dir() -> Path:
     """The real data root: a failure in CI, a skip with a reason elsewhere, when absent."""
     return require_data(Path(os.environ["TRAINLEAK_DATA"]))
+
+
+def require_package(package: str, how: str) -> None:
+    """Check that ``package`` is installed without importing it (some model packages import
+    heavy runtimes they do not need); fail under CI and skip with the reason elsewhere."""
+    import importlib.util
+
+    if importlib.util.find_spec(package) is None:
+        reason = f"{package} is not installed ({how})"
+        if _ci():
+            pytest.fail(f"CI=true and {reason}", pytrace=False)
+        pytest.skip(reason)
