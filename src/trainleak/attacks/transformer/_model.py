@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from trainleak.errors import ConfigError
-from trainleak.releases.language import TransformerUpdate
+from trainleak.releases.transformer_update import TransformerUpdate
 
 _PATTERNS = (
     re.compile(r"(^|\.)layer\.(\d+)\.attention\.self\.(query|key|value)$"),  # BERT

@@ -17,7 +17,7 @@ from typing import Literal
 
 import torch
 
-from trainleak.attacks.language._model import (
+from trainleak.attacks.transformer._model import (
     TokenLayer,
     layer_gradient,
     layer_inputs,
@@ -26,7 +26,7 @@ from trainleak.attacks.language._model import (
 )
 from trainleak.errors import ConfigError
 from trainleak.linalg import row_space, span_distance
-from trainleak.releases.language import TransformerUpdate
+from trainleak.releases.transformer_update import TransformerUpdate, end_token
 
 RankRule = Literal["tolerance", "batch"]
 
@@ -121,9 +121,7 @@ def build_spans(
     )
     tok = release.model.tokenizer
     causal = release.kind == "causal"
-    end = tok.eos_token_id if causal else tok.sep_token_id
-    if end is None:
-        raise ConfigError(f"the tokenizer of {release.model.name!r} has no end token")
+    end = end_token(tok, release.kind)
     pad = tok.pad_token_id if tok.pad_token_id is not None else end
     weights = tuple(_weights(g, b.shape[1]) for g, b in zip(grads, bases, strict=True))
     return Spans(module, layers, bases, weights, table, causal, int(end), int(pad))  # type: ignore[arg-type]

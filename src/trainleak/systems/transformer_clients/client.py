@@ -1,7 +1,8 @@
 """One FedSGD step of a transformer client on a batch of text, plain or DP-SGD.
 
 Encoders (``kind="encoder"``) are fine-tuned for sequence classification: the tokenizer adds its
-special tokens (``[CLS] ... [SEP]``) and the loss is the mean cross-entropy of the labels.
+special tokens (``[CLS] ... [SEP]``; a tokenizer without ``[SEP]`` gets its EOS appended) and
+the loss is the mean cross-entropy of the labels.
 Decoders (``kind="causal"``) take the mean next-token loss; each sequence ends with the
 tokenizer's end-of-sequence token, as in language-model fine-tuning on separate documents
 (the final position of a causal sequence feeds no loss term, so the EOS there keeps every text
@@ -21,7 +22,12 @@ from dataclasses import dataclass
 import torch
 
 from trainleak.errors import ConfigError
-from trainleak.releases.language import LanguageModelLike, TransformerUpdate, check_tokenizer
+from trainleak.releases.transformer_update import (
+    LanguageModelLike,
+    TransformerUpdate,
+    check_tokenizer,
+    end_token,
+)
 
 
 @dataclass(frozen=True)
@@ -61,13 +67,14 @@ def tokenize_batch(
     if lm.kind == "encoder":
         if labels is None or labels.shape != (len(texts),):
             raise ConfigError.invalid("labels", f"a tensor of {len(texts)} class labels", labels)
-        seqs = [tok(t, truncation=True, max_length=max_length)["input_ids"] for t in texts]
+    end = end_token(tok, lm.kind)
+    if lm.kind == "encoder":
+        seqs = [tok(t)["input_ids"] for t in texts]
+        seqs = [(s if s and s[-1] == end else s + [end]) for s in seqs]
+        seqs = [s[: max_length - 1] + [end] if len(s) > max_length else s for s in seqs]
     else:
-        eos = tok.eos_token_id
-        if eos is None:
-            raise ConfigError(f"the tokenizer of {lm.name!r} has no end-of-sequence token")
         seqs = [
-            tok(t, add_special_tokens=False)["input_ids"][: max_length - 1] + [eos] for t in texts
+            tok(t, add_special_tokens=False)["input_ids"][: max_length - 1] + [end] for t in texts
         ]
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     width = max(len(s) for s in seqs)

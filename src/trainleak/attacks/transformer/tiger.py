@@ -22,9 +22,9 @@ from typing import ClassVar, Literal
 import torch
 
 from trainleak.attacks.base import Attack, Reconstruction, register_attack
-from trainleak.attacks.language._output import pack
-from trainleak.attacks.language._spans import RankRule, build_spans
-from trainleak.attacks.language._tiger_search import (
+from trainleak.attacks.transformer._output import pack
+from trainleak.attacks.transformer._spans import RankRule, build_spans
+from trainleak.attacks.transformer._tiger_search import (
     Continuous,
     Peeling,
     continuous_stage,
@@ -33,7 +33,7 @@ from trainleak.attacks.language._tiger_search import (
 from trainleak.errors import ConfigError
 from trainleak.progress import Progress
 from trainleak.releases.knowledge import Knowledge
-from trainleak.releases.language import TransformerUpdate
+from trainleak.releases.transformer_update import TransformerUpdate
 from trainleak.validation import param
 
 Parametrization = Literal["soft_tokens", "embeddings"]

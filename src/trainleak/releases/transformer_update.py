@@ -91,6 +91,19 @@ class TransformerUpdate(Release):
         )
 
 
+def end_token(tokenizer: Any, kind: str) -> int:
+    """The token that closes a sequence: ``[SEP]`` (else EOS) for encoders, EOS for decoders.
+
+    Raises:
+        ConfigError: the tokenizer has no such token.
+    """
+    end = tokenizer.sep_token_id if kind == "encoder" else None
+    end = end if end is not None else tokenizer.eos_token_id
+    if end is None:
+        raise ConfigError("the tokenizer has no end-of-sequence (or [SEP]) token")
+    return int(end)
+
+
 def check_tokenizer(model: LanguageModelLike) -> None:
     """Refuse a tokenizer that does not fit the model's input embedding table."""
     table = model.module.get_input_embeddings()

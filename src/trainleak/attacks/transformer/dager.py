@@ -23,12 +23,12 @@ from typing import ClassVar
 import torch
 
 from trainleak.attacks.base import Attack, Reconstruction, register_attack
-from trainleak.attacks.language._output import pack
-from trainleak.attacks.language._spans import RankRule, Spans, build_spans
+from trainleak.attacks.transformer._output import pack
+from trainleak.attacks.transformer._spans import RankRule, Spans, build_spans
 from trainleak.errors import ConfigError
 from trainleak.progress import Progress
 from trainleak.releases.knowledge import Knowledge
-from trainleak.releases.language import TransformerUpdate
+from trainleak.releases.transformer_update import TransformerUpdate
 from trainleak.validation import param
 
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
-from trainleak.attacks.language._model import layer_inputs
-from trainleak.attacks.language._spans import Spans
+from trainleak.attacks.transformer._model import layer_inputs
+from trainleak.attacks.transformer._spans import Spans
 from trainleak.linalg import span_distance
 
 
