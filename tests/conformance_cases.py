@@ -26,6 +26,7 @@ from release_fixtures import (
     tiny_transcript,
     tiny_two_layer_checkpoint,
 )
+from language_fixtures import tiny_transformer_update
 from trainleak.models.gaussian import GaussianMLP
 from trainleak.models.registry import model_spec
 from trainleak.releases.base import Release
@@ -149,4 +150,14 @@ CASES: dict[str, Callable[[], ConformanceCase]] = {
         {"max_candidates": 4},
         [{"max_candidates": 0}, {"min_abs_slope": -1.0}],
     ),
+    # transformer gradient inversion (issue 14)
+    "dager": _case(
+        tiny_transformer_update, {}, [{"l1_threshold": 0.0}, {"rank": "all"}, {"beam_width": 0}]
+    ),
+    "tiger": _case(
+        tiny_transformer_update,
+        {"steps": 20, "sweeps": 1},
+        [{"steps": -1}, {"layer_weights": (1.0,)}, {"parametrization": "logits"}, {"lr": 0.0}],
+    ),
+    "bag-of-words": _case(tiny_transformer_update, {}, []),
 }
