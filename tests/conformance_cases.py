@@ -159,5 +159,5 @@ CASES: dict[str, Callable[[], ConformanceCase]] = {
         {"steps": 20, "sweeps": 1},
         [{"steps": -1}, {"layer_weights": (1.0,)}, {"parametrization": "logits"}, {"lr": 0.0}],
     ),
-    "bag-of-words": _case(tiny_transformer_update, {}, []),
+    "bag-of-words": _case(tiny_transformer_update, {}, [{"relative_floor": 0.0}]),
 }

@@ -21,7 +21,9 @@ References:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import math
 
 import torch
 
@@ -110,17 +112,19 @@ def _loss(
 
 @dataclass
 class Peeling:
-    """The objective of the discrete stage, with the directions already explained.
+    """The objective of the discrete stage, with the inputs already explained.
 
-    ``J(s) = sum_t (d1^2 + d2^2 - gamma_t * new_t)``, where ``new_t`` is the share of the unit
-    inputs' part in ``span(R_l)`` that the sequences accepted so far do not explain (averaged
-    over both layers): a position earns its margin only for what it explains anew, so a copy of
-    an accepted sequence gains nothing.
+    ``J(s) = sum_t (d1^2 + d2^2 - gamma_t * new_t)``, where ``new_t`` is 0 when the position's
+    layer-2 input equals one of the sequences accepted so far (same token after the same
+    prefix on a decoder, the same sequence on an encoder) and 1 otherwise: a copy or a prefix
+    of an accepted sequence earns nothing. The inputs are computed by the model, not read from
+    the noisy gradient, so the equality test needs no noise-dependent tolerance.
     """
 
     spans: Spans
     gamma: torch.Tensor
     explained: list[torch.Tensor | None]
+    taken: set[tuple[int, ...]] = field(default_factory=set)
 
     def scores(self, seqs: list[list[int]]) -> list[float]:
         out = []
@@ -132,21 +136,21 @@ class Peeling:
                 inside = ((z @ basis) ** 2).sum(-1)
                 cost = cost + (1 - inside).clamp_min(0)
                 known = self.explained[layer]
-                seen = ((z @ known) ** 2).sum(-1) if known is not None else 0 * inside
-                new = new + 0.5 * ((inside - seen).clamp_min(0) / inside.clamp_min(1e-12))
+                if layer == 1 and known is not None:
+                    same = ((z @ known) ** 2).max(-1).values > 1 - 1e-9
+                    new = (~same).to(z.dtype)
+                elif layer == 1:
+                    new = torch.ones_like(inside)
             out.append(float((cost - self.gamma[: cost.shape[0]] * new).sum()))
-        return out
+        return [math.inf if tuple(s) in self.taken else j for s, j in zip(seqs, out, strict=True)]
 
     def accept(self, seq: list[int]) -> None:
-        """Add ``seq``'s directions (projected on each span) to the explained ones."""
+        """Add ``seq``'s unit inputs to the explained ones; it may not be chosen again."""
+        self.taken.add(tuple(seq))
         f = self.spans.features([seq])[0]
         for layer, z in enumerate(f):
-            basis = self.spans.bases[layer]
-            proj = (z @ basis) @ basis.T
             known = self.explained[layer]
-            stack = proj.T if known is None else torch.cat([known, proj.T], 1)
-            u, s, _ = torch.linalg.svd(stack, full_matrices=False)
-            self.explained[layer] = u[:, s > 1e-6 * s[0]]
+            self.explained[layer] = z.T if known is None else torch.cat([known, z.T], 1)
 
 
 def local_search(
@@ -179,6 +183,35 @@ def local_search(
         if best >= before:
             break
     return body[: length - 1] + [end], best
+
+
+def beam_start(obj: Peeling, cands: torch.Tensor, width: int) -> list[int]:
+    """A start built left to right by a beam of ``width`` prefixes, each scored by ``J`` of the
+    prefix closed by the end token (exact for a decoder's prefixes, a heuristic for encoders);
+    returns the best closed prefix seen at any length. No threshold: prefixes compete on
+    ``J``, so ties between explained prefixes survive until one earns new margin."""
+    end = obj.spans.end_id
+    beam: list[list[int]] = [[]]
+    best, best_j = [cands[0, 0].item(), end], math.inf
+    for t in range(cands.shape[0] - 1):
+        trials = [p + [v] for p in beam for v in cands[t].tolist()]
+        scores = obj.scores([p + [end] for p in trials])
+        order = sorted(range(len(trials)), key=scores.__getitem__)[:width]
+        beam = [trials[i] for i in order]
+        if scores[order[0]] < best_j:
+            best, best_j = beam[0] + [end], scores[order[0]]
+    return [int(v) for v in best]
+
+
+def unused_start(cands: torch.Tensor, accepted: list[list[int]]) -> list[int]:
+    """A start of the tokens nearest the layer-1 span that no accepted sequence holds at the
+    same position (the nearest overall where every candidate is used)."""
+    out = []
+    for t in range(cands.shape[0]):
+        used = {s[t] for s in accepted if len(s) > t}
+        row = cands[t].tolist()
+        out.append(next((v for v in row if v not in used), row[0]))
+    return out
 
 
 def _best_length(obj: Peeling, body: list[int]) -> int:

@@ -3,7 +3,7 @@
 Only the rows of the embedding table that the batch uses receive an input-side gradient, so
 the ``B * n`` rows of largest gradient norm name the batch's tokens (exactly the used rows for
 an untied encoder; with tied input/output embeddings every row gets an output-side gradient and
-the ranking is a heuristic). Rows at a relative norm below 1e-9 are left out. The tokens are returned as one row per sequence slot, the set
+the ranking is a heuristic). Rows below ``relative_floor`` of the largest norm are left out. The tokens are returned as one row per sequence slot, the set
 split evenly, which is what ROUGE-1 can credit and no more: there is no order.
 
 References:
@@ -24,6 +24,7 @@ from trainleak.errors import ConfigError
 from trainleak.progress import Progress
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.transformer_update import TransformerUpdate
+from trainleak.validation import param
 
 
 def _embedding_name(release: TransformerUpdate) -> str:
@@ -37,11 +38,18 @@ def _embedding_name(release: TransformerUpdate) -> str:
 @register_attack
 @dataclass(frozen=True, kw_only=True)
 class BagOfWords(Attack[TransformerUpdate]):
-    """The ``B * n`` tokens whose embedding rows have the largest gradient norm."""
+    """The ``B * n`` tokens whose embedding rows have the largest gradient norm.
+
+    Args:
+        relative_floor: rows whose gradient norm is below this fraction of the largest are
+            not counted as used.
+    """
 
     name: ClassVar[str] = "bag-of-words"
     summary: ClassVar[str] = "token set from the embedding-layer gradient (no order)"
     release_type: ClassVar[type[TransformerUpdate]] = TransformerUpdate
+
+    relative_floor: float = param(1e-9, gt=0, lt=1)
 
     def run(
         self,
@@ -57,7 +65,7 @@ class BagOfWords(Attack[TransformerUpdate]):
         n = release.max_length
         norms = release.update[key].double().norm(dim=1)[: len(release.model.tokenizer)]
         order = norms.topk(min(batch * n, norms.numel())).indices.tolist()
-        top = [i for i in order if norms[i] > 1e-9 * norms.max()]
+        top = [i for i in order if norms[i] > self.relative_floor * norms.max()]
         rows = [top[b::batch][:n] for b in range(batch)]
         pad = release.model.tokenizer.pad_token_id
         return pack(rows, batch, n, int(pad if pad is not None else 0), tokens=len(top))

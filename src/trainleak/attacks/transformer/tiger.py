@@ -28,7 +28,9 @@ from trainleak.attacks.transformer._tiger_search import (
     Continuous,
     Peeling,
     continuous_stage,
+    beam_start,
     local_search,
+    unused_start,
 )
 from trainleak.errors import ConfigError
 from trainleak.progress import Progress
@@ -54,10 +56,16 @@ class Tiger(Attack[TransformerUpdate]):
         coverage_weight: weight of the coverage term against collapse.
         lm_prior: weight of the language-model prior (decoders only; 0 disables it).
         sweeps: discrete local-search sweeps per sequence.
+        beam: width of the left-to-right beam that builds one more start per sequence slot
+            besides the continuous stage's decodes (0: ``B``).
         margin: a position is worth keeping when its squared distances sum below ``margin``
             times the median squared layer-1 distance of a vocabulary token there (times the
             share of its direction not explained by the sequences accepted before it;
-            sequences are accepted greedily, best first).
+            sequences are accepted greedily, best first), and at most twice the square of
+            ``floor_ratio`` times the smallest layer-1 distance at position 0 (the noise floor:
+            every sequence has a first token), but not below ``min_margin`` (the squared
+            distances of an exact fit in float64 are ~1e-30), so a noiseless gradient keeps
+            only exact fits.
         rank: ``"batch"`` (top ``B * n`` directions) or ``"tolerance"``.
         tol: relative singular-value tolerance for ``rank="tolerance"``.
         span_check: layer-1/2 distance below which a sequence is certified.
@@ -77,7 +85,10 @@ class Tiger(Attack[TransformerUpdate]):
     coverage_weight: float = param(1.0, ge=0)
     lm_prior: float = param(0.0, ge=0)
     sweeps: int = param(3, ge=1, integer=True)
+    beam: int = param(0, ge=0, integer=True)
     margin: float = param(0.25, gt=0, le=1)
+    floor_ratio: float = param(20.0, gt=1)
+    min_margin: float = param(1e-6, gt=0, lt=1)
     rank: RankRule = param("batch", choices=RankRule)
     tol: float | None = param(None, gt=0, lt=1)
     span_check: float = param(1e-3, gt=0, le=1)
@@ -104,7 +115,10 @@ class Tiger(Attack[TransformerUpdate]):
         spans = build_spans(release, rank=self.rank, tol=self.tol, exact=self.exact)
         k = min(self.candidates or 2 * batch + 2, int(spans.table.shape[1]))
         cands = spans.table.topk(k, dim=1, largest=False).indices  # (n, K)
-        gamma = self.margin * spans.table.pow(2).median(dim=1).values
+        floor = float(spans.table[0].min())  # every sequence has a first token
+        gamma = (self.margin * spans.table.pow(2).median(dim=1).values).clamp_max(
+            max(2 * (self.floor_ratio * floor) ** 2, self.min_margin)
+        )
         cfg = Continuous(
             self.steps, self.lr, self.temperature, self.layer_weights,
             self.coverage_weight, self.lm_prior, self.parametrization == "soft_tokens",
@@ -114,12 +128,16 @@ class Tiger(Attack[TransformerUpdate]):
         pool = [row.tolist() for row in init]
         seqs, objectives = [], []
         for _ in range(batch):
-            found = [local_search(obj, start, cands, self.sweeps) for start in pool]
+            starts = [*pool, beam_start(obj, cands, self.beam or batch)]
+            if seqs:
+                starts.append(unused_start(cands, seqs))
+            found = [local_search(obj, start, cands, self.sweeps) for start in starts]
             i = min(range(len(found)), key=lambda j: found[j][1])
             seqs.append(found[i][0])
             objectives.append(found[i][1])
             obj.accept(found[i][0])
-            pool.pop(i)
+            if i < len(pool):
+                pool.pop(i)
         worst = [float(d.max()) for d in spans.distances(seqs)]
         out = pack(
             seqs, batch, release.max_length, spans.pad_id,
