@@ -160,4 +160,7 @@ CASES: dict[str, Callable[[], ConformanceCase]] = {
         [{"steps": -1}, {"layer_weights": (1.0,)}, {"parametrization": "logits"}, {"lr": 0.0}],
     ),
     "bag-of-words": _case(tiny_transformer_update, {}, [{"relative_floor": 0.0}]),
+    "gradient-matching": _case(
+        tiny_transformer_update, {"steps": 2}, [{"steps": 0}, {"temperature": 0.0}]
+    ),
 }

@@ -170,7 +170,7 @@ def test_claim_runtime_both_sides() -> None:
 
 
 def test_claim_dp_both_sides() -> None:
-    dp = CFG.dp_noise_multiplier
+    dp = CFG.dp_noise_multipliers[0]
     rows = [
         _row("decoder", "dp", "dager", dp=dp, rouge1=0.0),
         _row("decoder", "dp", "tiger", dp=dp, rouge1=0.8),

@@ -4,7 +4,8 @@ subspace-distance optimisation against DAGER's span test, on WikiText-2 sentence
 Sweeps (encoder with a classification head, decoder with the language-model loss): noise
 relative to each gradient tensor's RMS, sequence length (runtime), batch size, and one DP-SGD
 level; every release is attacked by DAGER, TIGER and the bag-of-words baseline and scored by
-exact-sequence rate, token accuracy, ROUGE-1/2 and runtime.
+exact-sequence rate, token accuracy, ROUGE-1/2 and runtime; the TAG/LAMP-style
+gradient-matching baseline runs on the noise and DP-SGD cells (it is the slowest).
 
 Kalikman, Petrov, Dimitrov, Vechev, *TIGER*, arXiv 2606.18312 (2026); Petrov et al., *DAGER*,
 NeurIPS 2024. Everything beyond the abstract is [inferred] (seed brief section 9).
@@ -17,6 +18,7 @@ from matplotlib.figure import Figure
 from trainleak.attacks.base import Attack
 from trainleak.attacks.transformer.bag_of_words import BagOfWords
 from trainleak.attacks.transformer.dager import Dager
+from trainleak.attacks.transformer.gradient_matching import GradientMatching
 from trainleak.attacks.transformer.tiger import Tiger
 from trainleak.experiments.base import Result, evaluate_claims, experiment, rows_table
 from trainleak.experiments.transformer_inversion_claims import (
@@ -37,13 +39,18 @@ from trainleak.scenarios.transformer_gradients import (
 from trainleak.systems.transformer_clients import wikitext_sentences
 
 
-def _attacks(cfg: TransformerInversionConfig, noisy: bool) -> dict[str, Attack[TransformerUpdate]]:
+def _attacks(
+    cfg: TransformerInversionConfig, noisy: bool, part: Part
+) -> dict[str, Attack[TransformerUpdate]]:
     dager = Dager(rank="batch", exact=False) if noisy else Dager()
-    return {
+    out: dict[str, Attack[TransformerUpdate]] = {
         "dager": dager,
         "tiger": Tiger(steps=cfg.tiger_steps),
         "bag-of-words": BagOfWords(),
     }
+    if part in ("noise", "dp") and cfg.matching_steps > 0:
+        out["gradient-matching"] = GradientMatching(steps=cfg.matching_steps)
+    return out
 
 
 def _rows(
@@ -74,7 +81,7 @@ def _cell(
 ) -> tuple[list[Row], list[Cell], list[list[int]]]:
     dp_pair = (cfg.dp_clip, dp) if dp is not None else None
     batch, rel = client_release(lm, texts, length, noise=noise, dp=dp_pair, seed=cfg.seed)
-    cells = run_attacks(batch, rel, _attacks(cfg, noise > 0 or dp is not None))
+    cells = run_attacks(batch, rel, _attacks(cfg, noise > 0 or dp is not None, part))
     combos = _combinations(lm, texts, length) if part == "length" and lm.kind == "encoder" else 0
     rows = _rows(cells, "encoder" if lm.kind == "encoder" else "decoder", part, len(texts),
                  length, cfg.width, noise, dp or 0.0, combos)
@@ -146,7 +153,8 @@ def run(cfg: TransformerInversionConfig, progress: Progress | None = None) -> Re
             rows += _cell(cfg, lm, texts[:2], "length", length)[0]
         for b in cfg.batches:
             rows += _cell(cfg, lm, texts[:b], "batch", cfg.length)[0]
-        rows += _cell(cfg, lm, texts[: cfg.batch], "dp", cfg.length, dp=cfg.dp_noise_multiplier)[0]
+        for z in cfg.dp_noise_multipliers:
+            rows += _cell(cfg, lm, texts[: cfg.batch], "dp", cfg.length, dp=z)[0]
         if progress is not None:
             progress("models", cfg.models.index(model) + 1, len(cfg.models))
     result = Result("transformer-gradient-inversion", cfg.model_dump())

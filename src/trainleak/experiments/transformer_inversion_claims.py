@@ -19,7 +19,7 @@ class TransformerInversionConfig(ExperimentConfig):
     """Config of ``transformer-gradient-inversion`` (tiny random models by default)."""
 
     sentences: int = Field(200, ge=20)
-    vocab: int = Field(400, ge=50)
+    vocab: int = Field(1000, ge=50)
     width: int = Field(96, ge=16)
     models: list[Literal["encoder", "decoder"]] = Field(default=["encoder", "decoder"])
     batch: int = Field(4, ge=1)
@@ -28,8 +28,9 @@ class TransformerInversionConfig(ExperimentConfig):
     lengths: list[int] = Field(default=[6, 9, 12])
     batches: list[int] = Field(default=[1, 2, 4])
     dp_clip: float = Field(1.0, gt=0)
-    dp_noise_multiplier: float = Field(1e-3, ge=0)
+    dp_noise_multipliers: list[float] = Field(default=[1e-4, 1e-3])
     tiger_steps: int = Field(150, ge=0)
+    matching_steps: int = Field(100, ge=0)
     exact_rate: float = Field(0.95, ge=0, le=1)
     rouge_floor: float = Field(0.5, ge=0, le=1)
 
@@ -126,21 +127,29 @@ def claim_runtime_length(rows: Sequence[Row], cfg: TransformerInversionConfig) -
 
 
 def claim_dp(rows: Sequence[Row], cfg: TransformerInversionConfig) -> Claim:
-    """Under DP-SGD, TIGER reaches the ROUGE-1 floor on every model where DAGER does not."""
+    """At some DP-SGD noise multiplier, TIGER reaches the ROUGE-1 floor on every model while
+    DAGER stays below it."""
     text = (
-        f"Under DP-SGD (noise multiplier {cfg.dp_noise_multiplier:g}), TIGER's ROUGE-1 >= "
-        f"{cfg.rouge_floor} where DAGER's is below it"
+        f"At a DP-SGD noise level where DAGER's ROUGE-1 is below {cfg.rouge_floor}, TIGER's is "
+        "at or above it (encoder and decoder)"
     )
-    evidence, verdicts = {}, []
-    for model in sorted({r.model for r in rows if r.part == "dp"}):
-        pair = _pair(rows, "dp", model, cfg.dp_noise_multiplier)
-        if "dager" in pair and "tiger" in pair:
-            d, t = pair["dager"].rouge1, pair["tiger"].rouge1
-            verdicts.append(t >= cfg.rouge_floor > d)
-            evidence[model] = f"DAGER {d:.2f}, TIGER {t:.2f}"
-    if not verdicts:
+    evidence: dict[str, str] = {}
+    levels = sorted({r.dp for r in rows if r.part == "dp"})
+    models = sorted({r.model for r in rows if r.part == "dp"})
+    holds_at = []
+    for level in levels:
+        ok = []
+        for model in models:
+            pair = _pair(rows, "dp", model, level)
+            if "dager" in pair and "tiger" in pair:
+                d, t = pair["dager"].rouge1, pair["tiger"].rouge1
+                ok.append(t >= cfg.rouge_floor > d)
+                evidence[f"{model} z={level:g}"] = f"DAGER {d:.2f}, TIGER {t:.2f}"
+        if ok and all(ok):
+            holds_at.append(level)
+    if not evidence:
         return not_tested(text, "no DP-SGD cells")
-    return claim(text, all(verdicts), **evidence)
+    return claim(text, bool(holds_at), levels_where_it_holds=holds_at, **evidence)
 
 
 CLAIMS: tuple[ClaimFn, ...] = (

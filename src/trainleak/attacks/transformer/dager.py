@@ -139,35 +139,52 @@ def _encoder_search(
     att: Dager, spans: Spans, cands: list[list[int]]
 ) -> tuple[list[tuple[list[int], float]], int]:
     """Per length ``l`` with the end token a candidate at ``l - 1``: all combinations of the
-    candidates at positions ``0 .. l - 2`` (exhaustive, or a beam over prefixes scored by
-    their distances when the product exceeds ``max_combinations``)."""
+    candidates at positions ``0 .. l - 2`` when the product is at most ``max_combinations``;
+    otherwise one left-to-right beam whose prefixes are closed and tested wherever the end
+    token is a candidate."""
+    inner = [[v for v in c if v != spans.end_id] for c in cands]
+    ends = [t for t in range(1, spans.positions) if spans.end_id in cands[t]]
+    if not ends:
+        return [], 0
+    if math.prod(max(len(c), 1) for c in inner[: ends[-1]]) > att.max_combinations:
+        return _beam(att, spans, inner, set(ends))
     found: list[tuple[list[int], float]] = []
     evaluated = 0
-    for length in range(2, spans.positions + 1):
-        if spans.end_id not in cands[length - 1]:
+    for t_end in ends:
+        if any(not c for c in inner[:t_end]):
             continue
-        inner = [[v for v in cands[t] if v != spans.end_id] for t in range(length - 1)]
-        if any(not c for c in inner):
-            continue
-        total = math.prod(len(c) for c in inner)
-        if total <= att.max_combinations:
-            seqs = [list(c) + [spans.end_id] for c in itertools.product(*inner)]
-        else:
-            seqs = _beam(att, spans, inner)
-        dists = spans.distances(seqs)
+        seqs = [list(c) + [spans.end_id] for c in itertools.product(*inner[:t_end])]
+        found += _accept(att, spans, seqs)
         evaluated += len(seqs)
-        found += [(s, _worst(d)) for s, d in zip(seqs, dists, strict=True)
-                  if _worst(d) < att.l2_threshold]
     return found, evaluated
 
 
-def _beam(att: Dager, spans: Spans, inner: list[list[int]]) -> list[list[int]]:
-    """Beam over prefixes: each prefix is closed with the end token and scored by its largest
-    layer-2 distance (an approximation: an encoder's later tokens change earlier positions)."""
+def _accept(att: Dager, spans: Spans, seqs: list[list[int]]) -> list[tuple[list[int], float]]:
+    out = []
+    for s, d in zip(seqs, spans.distances(seqs), strict=True):
+        if float(d.max()) < att.l2_threshold:
+            out.append((s, float(d.max())))
+    return out
+
+
+def _beam(
+    att: Dager, spans: Spans, inner: list[list[int]], ends: set[int]
+) -> tuple[list[tuple[list[int], float]], int]:
+    """Beam over prefixes, each scored by the mean layer-2 distance of the prefix closed with
+    the end token (an approximation: an encoder's later tokens change earlier positions)."""
     beam: list[list[int]] = [[]]
-    for c in inner:
-        trials = [p + [v] for p in beam for v in c]
+    found: list[tuple[list[int], float]] = []
+    evaluated = 0
+    for t in range(spans.positions):
+        if t in ends:
+            closed = [p + [spans.end_id] for p in beam]
+            found += _accept(att, spans, closed)
+            evaluated += len(closed)
+        trials = [p + [v] for p in beam for v in inner[t]]
+        if not trials:
+            break
         dists = spans.distances([s + [spans.end_id] for s in trials])
+        evaluated += len(trials)
         order = sorted(range(len(trials)), key=lambda i: float(dists[i][1, :-1].mean()))
         beam = [trials[i] for i in order[: att.beam_width]]
-    return [s + [spans.end_id] for s in beam]
+    return found, evaluated

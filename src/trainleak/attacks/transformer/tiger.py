@@ -125,19 +125,7 @@ class Tiger(Attack[TransformerUpdate]):
         )
         init, trace = continuous_stage(spans, cands, batch, cfg, generator)
         obj = Peeling(spans, gamma, [None, None])
-        pool = [row.tolist() for row in init]
-        seqs, objectives = [], []
-        for _ in range(batch):
-            starts = [*pool, beam_start(obj, cands, self.beam or batch)]
-            if seqs:
-                starts.append(unused_start(cands, seqs))
-            found = [local_search(obj, start, cands, self.sweeps) for start in starts]
-            i = min(range(len(found)), key=lambda j: found[j][1])
-            seqs.append(found[i][0])
-            objectives.append(found[i][1])
-            obj.accept(found[i][0])
-            if i < len(pool):
-                pool.pop(i)
+        seqs, objectives = self._peel(obj, [row.tolist() for row in init], cands, batch)
         worst = [float(d.max()) for d in spans.distances(seqs)]
         out = pack(
             seqs, batch, release.max_length, spans.pad_id,
@@ -150,6 +138,34 @@ class Tiger(Attack[TransformerUpdate]):
             diagnostics=out.diagnostics,
             trace=[{"step": float(i), "loss": v} for i, v in enumerate(trace)],
         )
+
+    def _peel(
+        self, obj: Peeling, pool: list[list[int]], cands: torch.Tensor, batch: int
+    ) -> tuple[list[list[int]], list[float]]:
+        """Accept ``batch`` sequences greedily, best ``J`` first. Each decode is searched once
+        and re-scored as sequences are accepted (searched again only when its result was
+        taken); each slot also searches a beam start and an unused-token start."""
+        searched = [local_search(obj, start, cands, self.sweeps) for start in pool]
+        seqs: list[list[int]] = []
+        objectives: list[float] = []
+        for _ in range(batch):
+            rescored = obj.scores([s for s, _ in searched]) if searched else []
+            for i, j in enumerate(rescored):
+                if j == float("inf"):
+                    searched[i] = local_search(obj, searched[i][0], cands, self.sweeps)
+                    rescored[i] = searched[i][1]
+            extra = [beam_start(obj, cands, self.beam or batch)]
+            if seqs:
+                extra.append(unused_start(cands, seqs))
+            fresh = [local_search(obj, start, cands, self.sweeps) for start in extra]
+            options = [(s, j) for (s, _), j in zip(searched, rescored, strict=True)] + fresh
+            i = min(range(len(options)), key=lambda k: options[k][1])
+            seqs.append(options[i][0])
+            objectives.append(options[i][1])
+            obj.accept(options[i][0])
+            if i < len(searched):
+                searched.pop(i)
+        return seqs, objectives
 
     def expected_shape(
         self, release: TransformerUpdate, knowledge: Knowledge
