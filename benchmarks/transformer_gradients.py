@@ -46,11 +46,20 @@ def _cell(lm: Any, texts: list[str], n: int, noise: float, tiger_steps: int) -> 
     dager = Dager(beam_width=32) if noise == 0 else Dager(rank="batch", exact=False, beam_width=32)
     rows = []
     for c in run_attacks(batch, rel, {"dager": dager, "tiger": Tiger(steps=tiger_steps)}):
-        rows.append({
-            "model": lm.name, "B": len(texts), "n": n, "noise": noise, "attack": c.attack,
-            "exact_rate": c.scores.exact_rate, "token_accuracy": c.scores.token_accuracy,
-            "rouge1": c.scores.rouge1, "rouge2": c.scores.rouge2, "seconds": c.seconds,
-        })
+        rows.append(
+            {
+                "model": lm.name,
+                "B": len(texts),
+                "n": n,
+                "noise": noise,
+                "attack": c.attack,
+                "exact_rate": c.scores.exact_rate,
+                "token_accuracy": c.scores.token_accuracy,
+                "rouge1": c.scores.rouge1,
+                "rouge2": c.scores.rouge2,
+                "seconds": c.seconds,
+            }
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -67,8 +76,11 @@ def _exhaustive_seconds(lm: Any, texts: list[str], n: int) -> dict[str, float]:
     combos = 1.0
     for c in counts[1:-1]:
         combos *= max(c, 1)
-    return {"combinations": combos, "seconds_per_sequence": per_seq,
-            "exhaustive_seconds": combos * per_seq}
+    return {
+        "combinations": combos,
+        "seconds_per_sequence": per_seq,
+        "exhaustive_seconds": combos * per_seq,
+    }
 
 
 def minilm(lengths: list[int], noise: float, steps: int) -> dict[str, Any]:
@@ -80,8 +92,9 @@ def minilm(lengths: list[int], noise: float, steps: int) -> dict[str, Any]:
         rows += _cell(lm, texts, n, 0.0, steps)
     rows += _cell(lm, texts, lengths[-1], noise, steps)
     ex = _exhaustive_seconds(lm, texts, lengths[-1])
-    tiger = next(r for r in rows if r["attack"] == "tiger" and r["noise"] == 0
-                 and r["n"] == lengths[-1])
+    tiger = next(
+        r for r in rows if r["attack"] == "tiger" and r["noise"] == 0 and r["n"] == lengths[-1]
+    )
     ex["tiger_seconds"] = tiger["seconds"]
     ex["ratio_tiger_over_exhaustive"] = tiger["seconds"] / max(ex["exhaustive_seconds"], 1e-12)
     return {"rows": rows, "runtime": ex}
@@ -114,8 +127,14 @@ def _markdown(res: dict[str, Any]) -> str:
             )
     rt = res.get("minilm", {}).get("runtime")
     if rt:
-        lines += ["", "Runtime at the longest n (DAGER exhaustive extrapolated):", "",
-                  "```", json.dumps(rt, indent=2), "```"]
+        lines += [
+            "",
+            "Runtime at the longest n (DAGER exhaustive extrapolated):",
+            "",
+            "```",
+            json.dumps(rt, indent=2),
+            "```",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -129,8 +148,10 @@ def main() -> None:
     ap.add_argument("--parts", nargs="+", default=["minilm", "smollm2"])
     args = ap.parse_args()
     torch.set_num_threads(max(torch.get_num_threads(), 1))
-    res: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, "
-                                      f"{torch.get_num_threads()} threads"}
+    res: dict[str, Any] = {
+        "machine": f"{platform.processor() or platform.machine()}, "
+        f"{torch.get_num_threads()} threads"
+    }
     OUT.mkdir(parents=True, exist_ok=True)
     for part in args.parts:
         if part == "minilm":

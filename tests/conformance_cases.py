@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from language_fixtures import tiny_transformer_update
 from release_fixtures import (
     empty_knowledge,
     tiny_binary_checkpoint,
@@ -26,7 +27,6 @@ from release_fixtures import (
     tiny_transcript,
     tiny_two_layer_checkpoint,
 )
-from language_fixtures import tiny_transformer_update
 from trainleak.models.gaussian import GaussianMLP
 from trainleak.models.registry import model_spec
 from trainleak.releases.base import Release

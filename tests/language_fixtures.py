@@ -18,11 +18,51 @@ from trainleak.releases.transformer_update import TransformerUpdate
 from trainleak.scenarios.transformer_gradients import client_release, trained_like
 from trainleak.systems.transformer_clients import TextBatch
 
-WORDS = (
-    "the a of and to in is was for on with as by at from his her it that this "
-    "film series game song album river city war team season year first new old "
-    "played wrote built opened moved won lost began ended"
-).split()
+WORDS = [
+    "the",
+    "a",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "with",
+    "as",
+    "by",
+    "at",
+    "from",
+    "his",
+    "her",
+    "it",
+    "that",
+    "this",
+    "film",
+    "series",
+    "game",
+    "song",
+    "album",
+    "river",
+    "city",
+    "war",
+    "team",
+    "season",
+    "year",
+    "first",
+    "new",
+    "old",
+    "played",
+    "wrote",
+    "built",
+    "opened",
+    "moved",
+    "won",
+    "lost",
+    "began",
+    "ended",
+]
 
 
 def random_texts(count: int, seed: int, low: int = 3, high: int = 6) -> list[str]:

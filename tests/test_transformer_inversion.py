@@ -131,8 +131,17 @@ def test_text_scores_match_before_scoring() -> None:
 
 def _row(model: str, part: str, attack: str, **kw: float) -> Row:
     base = {
-        "batch": 2, "length": 8, "width": 64, "noise": 0.0, "dp": 0.0, "exact_rate": 1.0,
-        "token_accuracy": 1.0, "rouge1": 1.0, "rouge2": 1.0, "seconds": 1.0, "certified": 2,
+        "batch": 2,
+        "length": 8,
+        "width": 64,
+        "noise": 0.0,
+        "dp": 0.0,
+        "exact_rate": 1.0,
+        "token_accuracy": 1.0,
+        "rouge1": 1.0,
+        "rouge2": 1.0,
+        "seconds": 1.0,
+        "certified": 2,
         "combinations": 0.0,
     }
     base.update(kw)

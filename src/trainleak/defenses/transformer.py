@@ -3,7 +3,8 @@
 ``RelativeNoise(sigma)`` adds ``N(0, (sigma * rms(g))^2)`` to every entry of each gradient
 tensor ``g``, so ``sigma`` is a per-tensor noise-to-signal ratio (``1e-3`` leaves each layer's
 gradient 1000 times stronger than the noise per entry). DP-SGD, which needs per-sample
-gradients, is a client option (:func:`trainleak.systems.transformer_clients.dpsgd_transformer_update`).
+gradients, is a client option
+(:func:`trainleak.systems.transformer_clients.dpsgd_transformer_update`).
 
 References:
     Zhu, Liu, Han, *Deep Leakage from Gradients*, NeurIPS 2019, Sec. 5 (noise as a defense);

@@ -54,13 +54,34 @@ def _attacks(
 
 
 def _rows(
-    cells: list[Cell], model: str, part: Part, batch: int, length: int, width: int,
-    noise: float, dp: float, combos: float,
+    cells: list[Cell],
+    model: str,
+    part: Part,
+    batch: int,
+    length: int,
+    width: int,
+    noise: float,
+    dp: float,
+    combos: float,
 ) -> list[Row]:
     return [
-        Row(model, part, batch, length, width, noise, dp, c.attack, c.scores.exact_rate,
-            c.scores.token_accuracy, c.scores.rouge1, c.scores.rouge2, c.seconds, c.certified,
-            combos)
+        Row(
+            model,
+            part,
+            batch,
+            length,
+            width,
+            noise,
+            dp,
+            c.attack,
+            c.scores.exact_rate,
+            c.scores.token_accuracy,
+            c.scores.rouge1,
+            c.scores.rouge2,
+            c.seconds,
+            c.certified,
+            combos,
+        )
         for c in cells
     ]
 
@@ -76,15 +97,29 @@ def _combinations(lm: LanguageModel, texts: list[str], length: int) -> float:
 
 
 def _cell(
-    cfg: TransformerInversionConfig, lm: LanguageModel, texts: list[str], part: Part,
-    length: int, noise: float = 0.0, dp: float | None = None,
+    cfg: TransformerInversionConfig,
+    lm: LanguageModel,
+    texts: list[str],
+    part: Part,
+    length: int,
+    noise: float = 0.0,
+    dp: float | None = None,
 ) -> tuple[list[Row], list[Cell], list[list[int]]]:
     dp_pair = (cfg.dp_clip, dp) if dp is not None else None
     batch, rel = client_release(lm, texts, length, noise=noise, dp=dp_pair, seed=cfg.seed)
     cells = run_attacks(batch, rel, _attacks(cfg, noise > 0 or dp is not None, part))
     combos = _combinations(lm, texts, length) if part == "length" and lm.kind == "encoder" else 0
-    rows = _rows(cells, "encoder" if lm.kind == "encoder" else "decoder", part, len(texts),
-                 length, cfg.width, noise, dp or 0.0, combos)
+    rows = _rows(
+        cells,
+        "encoder" if lm.kind == "encoder" else "decoder",
+        part,
+        len(texts),
+        length,
+        cfg.width,
+        noise,
+        dp or 0.0,
+        combos,
+    )
     return rows, cells, batch.sequences()
 
 
@@ -161,13 +196,18 @@ def run(cfg: TransformerInversionConfig, progress: Progress | None = None) -> Re
     result.claims = evaluate_claims(CLAIMS, rows, cfg)
     result.tables["cells"] = rows_table(rows)
     result.tables["recovered_sentences"] = sentences
-    result.figures["rouge1_vs_noise"] = _figure(rows, "noise", "noise", "rouge1",
-                                                "noise (x RMS)", "ROUGE-1")
-    result.figures["runtime_vs_length"] = _figure(rows, "length", "length", "seconds",
-                                                  "max length n", "seconds")
+    result.figures["rouge1_vs_noise"] = _figure(
+        rows, "noise", "noise", "rouge1", "noise (x RMS)", "ROUGE-1"
+    )
+    result.figures["runtime_vs_length"] = _figure(
+        rows, "length", "length", "seconds", "max length n", "seconds"
+    )
     result.metrics.update(
-        {f"{r.model}_{r.attack}_noise{r.noise:g}_rouge1": r.rouge1 for r in rows
-         if r.part == "noise"}
+        {
+            f"{r.model}_{r.attack}_noise{r.noise:g}_rouge1": r.rouge1
+            for r in rows
+            if r.part == "noise"
+        }
     )
     result.notes = (
         "Tiny random models (substrate tiny_encoder / tiny_causal_lm) with trained-like "

@@ -60,18 +60,19 @@ class Row:
 
 def claim_exact_noiseless(rows: Sequence[Row], cfg: TransformerInversionConfig) -> Claim:
     """Both subspace attacks recover every noiseless batch exactly when ``B n`` < width."""
-    text = (
-        f"DAGER and TIGER are exact (rate >= {cfg.exact_rate}) without noise when B*n < width"
-    )
+    text = f"DAGER and TIGER are exact (rate >= {cfg.exact_rate}) without noise when B*n < width"
     sel = [
-        r for r in rows
+        r
+        for r in rows
         if r.noise == 0 and r.part != "dp" and r.attack in SUBSPACE and r.batch * r.length < r.width
     ]
     if not sel:
         return not_tested(text, "no noiseless cell with B*n below the width")
     worst = min(sel, key=lambda r: r.exact_rate)
     return claim(
-        text, worst.exact_rate >= cfg.exact_rate, cells=len(sel),
+        text,
+        worst.exact_rate >= cfg.exact_rate,
+        cells=len(sel),
         worst=f"{worst.model} {worst.attack} B={worst.batch} n={worst.length}: "
         f"{worst.exact_rate:.2f}",
     )
@@ -118,10 +119,16 @@ def claim_runtime_length(rows: Sequence[Row], cfg: TransformerInversionConfig) -
     lo, hi = sel[0], sel[-1]
     growth = hi.seconds / max(lo.seconds, 1e-9)
     allowed = (hi.length / lo.length) ** 2
-    dager = {r.length: r.combinations for r in rows
-             if r.part == "length" and r.model == "encoder" and r.attack == "dager"}
+    dager = {
+        r.length: r.combinations
+        for r in rows
+        if r.part == "length" and r.model == "encoder" and r.attack == "dager"
+    }
     return claim(
-        text, growth <= allowed, tiger_growth=round(growth, 2), quadratic=round(allowed, 2),
+        text,
+        growth <= allowed,
+        tiger_growth=round(growth, 2),
+        quadratic=round(allowed, 2),
         exhaustive_combinations=dager,
     )
 

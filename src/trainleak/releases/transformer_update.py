@@ -106,7 +106,7 @@ def end_token(tokenizer: Any, kind: str) -> int:
 
 def check_tokenizer(model: LanguageModelLike) -> None:
     """Refuse a tokenizer that does not fit the model's input embedding table."""
-    table = model.module.get_input_embeddings()
+    table = model.module.get_input_embeddings()  # type: ignore[operator]
     rows = int(table.weight.shape[0])  # type: ignore[union-attr]
     size = len(model.tokenizer)
     if size > rows:

@@ -60,9 +60,7 @@ def tiny_models(
     enc = tiny_encoder(
         tok, num_labels=2, n_layer=3, hidden=width, heads=2, max_length=max_length, seed=seed
     )
-    dec = tiny_causal_lm(
-        tok, n_layer=2, n_embd=width, n_head=2, max_length=max_length, seed=seed
-    )
+    dec = tiny_causal_lm(tok, n_layer=2, n_embd=width, n_head=2, max_length=max_length, seed=seed)
     return {"encoder": trained_like(enc, seed, 0.1), "decoder": trained_like(dec, seed)}
 
 

@@ -72,7 +72,7 @@ def layer_gradient(release: TransformerUpdate, layer: TokenLayer) -> torch.Tenso
     return torch.cat(parts, 0)
 
 
-class _Stop(Exception):
+class _StopForwardError(Exception):
     pass
 
 
@@ -99,7 +99,7 @@ def layer_inputs(
         def hook(_m, args):  # type: ignore[no-untyped-def]
             got[wanted[name]] = args[0]
             if name == deepest:
-                raise _Stop
+                raise _StopForwardError
 
         return hook
 
@@ -112,7 +112,7 @@ def layer_inputs(
         kwargs["position_ids"] = position_ids
     try:
         module(input_ids=input_ids, inputs_embeds=inputs_embeds, **kwargs)
-    except _Stop:
+    except _StopForwardError:
         pass
     finally:
         for h in handles:

@@ -21,9 +21,8 @@ References:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import math
+from dataclasses import dataclass, field
 
 import torch
 
@@ -192,7 +191,8 @@ def beam_start(obj: Peeling, cands: torch.Tensor, width: int) -> list[int]:
     ``J``, so ties between explained prefixes survive until one earns new margin."""
     end = obj.spans.end_id
     beam: list[list[int]] = [[]]
-    best, best_j = [cands[0, 0].item(), end], math.inf
+    best: list[int] = [int(cands[0, 0]), end]
+    best_j = math.inf
     for t in range(cands.shape[0] - 1):
         trials = [p + [v] for p in beam for v in cands[t].tolist()]
         scores = obj.scores([p + [end] for p in trials])

@@ -3,8 +3,9 @@
 Only the rows of the embedding table that the batch uses receive an input-side gradient, so
 the ``B * n`` rows of largest gradient norm name the batch's tokens (exactly the used rows for
 an untied encoder; with tied input/output embeddings every row gets an output-side gradient and
-the ranking is a heuristic). Rows below ``relative_floor`` of the largest norm are left out. The tokens are returned as one row per sequence slot, the set
-split evenly, which is what ROUGE-1 can credit and no more: there is no order.
+the ranking is a heuristic). Rows below ``relative_floor`` of the largest norm are left
+out. The tokens are returned as one row per sequence slot, the set split evenly, which is
+what ROUGE-1 can credit and no more: there is no order.
 
 References:
     Lu et al., *APRIL* / Fowl et al., *Decepticons*, 2022 (token leakage from embedding
@@ -28,7 +29,7 @@ from trainleak.validation import param
 
 
 def _embedding_name(release: TransformerUpdate) -> str:
-    table = release.model.module.get_input_embeddings()
+    table = release.model.module.get_input_embeddings()  # type: ignore[operator]
     for name, p in release.model.module.named_parameters():
         if p is table.weight:  # type: ignore[union-attr]
             return name

@@ -89,12 +89,9 @@ class Dager(Attack[TransformerUpdate]):
             candidates_per_position=tuple(len(c) for c in cands),
             sequences_evaluated=evaluated,
         )
-        out = Reconstruction(
-            out.inputs,
-            scores=torch.tensor([-d for _, d in found[: len(seqs)]] + [-1.0] * (len(out) - len(seqs))),
-            diagnostics=out.diagnostics,
-        )
-        return out
+        missing = [-1.0] * (len(out) - len(seqs))
+        scores = torch.tensor([-d for _, d in found[: len(seqs)]] + missing)
+        return Reconstruction(out.inputs, scores=scores, diagnostics=out.diagnostics)
 
     def expected_shape(
         self, release: TransformerUpdate, knowledge: Knowledge

@@ -67,7 +67,7 @@ class GradientMatching(Attack[TransformerUpdate]):
         module = copy.deepcopy(release.model.module).double().eval()
         module.set_attn_implementation("eager")  # type: ignore[operator]  # double backward
         names = [k for k, p in module.named_parameters() if k in release.update and p.requires_grad]
-        params = [dict(module.named_parameters())[k] for k in names]
+        params: list[torch.Tensor] = [dict(module.named_parameters())[k] for k in names]
         target = [release.update[k].double() for k in names]
         table = module.get_input_embeddings().weight.detach()  # type: ignore[operator]
         n = release.max_length
@@ -118,7 +118,8 @@ class GradientMatching(Attack[TransformerUpdate]):
             if g is None:
                 continue
             cos = (g * t).sum() / (g.norm() * t.norm()).clamp_min(1e-30)
-            loss = loss + (1 - cos) + self.l2_weight * ((g - t) ** 2).sum() / (t**2).sum().clamp_min(1e-30)
+            l2 = ((g - t) ** 2).sum() / (t**2).sum().clamp_min(1e-30)
+            loss = loss + (1 - cos) + self.l2_weight * l2
         return loss
 
     def expected_shape(

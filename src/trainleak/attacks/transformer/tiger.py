@@ -27,8 +27,8 @@ from trainleak.attacks.transformer._spans import RankRule, build_spans
 from trainleak.attacks.transformer._tiger_search import (
     Continuous,
     Peeling,
-    continuous_stage,
     beam_start,
+    continuous_stage,
     local_search,
     unused_start,
 )
@@ -120,16 +120,25 @@ class Tiger(Attack[TransformerUpdate]):
             max(2 * (self.floor_ratio * floor) ** 2, self.min_margin)
         )
         cfg = Continuous(
-            self.steps, self.lr, self.temperature, self.layer_weights,
-            self.coverage_weight, self.lm_prior, self.parametrization == "soft_tokens",
+            self.steps,
+            self.lr,
+            self.temperature,
+            self.layer_weights,
+            self.coverage_weight,
+            self.lm_prior,
+            self.parametrization == "soft_tokens",
         )
         init, trace = continuous_stage(spans, cands, batch, cfg, generator)
         obj = Peeling(spans, gamma, [None, None])
         seqs, objectives = self._peel(obj, [row.tolist() for row in init], cands, batch)
         worst = [float(d.max()) for d in spans.distances(seqs)]
         out = pack(
-            seqs, batch, release.max_length, spans.pad_id,
-            objectives=tuple(objectives), span_distance=tuple(worst),
+            seqs,
+            batch,
+            release.max_length,
+            spans.pad_id,
+            objectives=tuple(objectives),
+            span_distance=tuple(worst),
         )
         return Reconstruction(
             out.inputs,

@@ -64,9 +64,8 @@ def tokenize_batch(
         raise ConfigError("tokenize_batch needs at least one text and max_length >= 2")
     check_tokenizer(lm)
     tok = lm.tokenizer
-    if lm.kind == "encoder":
-        if labels is None or labels.shape != (len(texts),):
-            raise ConfigError.invalid("labels", f"a tensor of {len(texts)} class labels", labels)
+    if lm.kind == "encoder" and (labels is None or labels.shape != (len(texts),)):
+        raise ConfigError.invalid("labels", f"a tensor of {len(texts)} class labels", labels)
     end = end_token(tok, lm.kind)
     if lm.kind == "encoder":
         seqs = [tok(t)["input_ids"] for t in texts]
@@ -121,9 +120,7 @@ def transformer_update(
 def _row(batch: TextBatch, b: int) -> TextBatch:
     n = batch.lengths[b]
     tgt = batch.targets[b : b + 1] if batch.targets.ndim == 1 else batch.targets[b : b + 1, :n]
-    return TextBatch(
-        batch.input_ids[b : b + 1, :n], batch.attention_mask[b : b + 1, :n], tgt, (n,)
-    )
+    return TextBatch(batch.input_ids[b : b + 1, :n], batch.attention_mask[b : b + 1, :n], tgt, (n,))
 
 
 def dpsgd_transformer_update(
