@@ -129,5 +129,7 @@ def vocabulary_inputs(
     for start in range(0, vocab, chunk):
         ids = torch.arange(start, min(start + chunk, vocab), device=device)[:, None]
         pos = torch.full_like(ids, position)
-        out.append(layer_inputs(module, (layer,), input_ids=ids, position_ids=pos)[0][:, 0])
+        mask = torch.ones_like(ids)
+        z = layer_inputs(module, (layer,), input_ids=ids, attention_mask=mask, position_ids=pos)
+        out.append(z[0][:, 0])
     return torch.cat(out, 0)

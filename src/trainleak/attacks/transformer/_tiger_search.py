@@ -114,16 +114,20 @@ class Peeling:
     """The objective of the discrete stage, with the inputs already explained.
 
     ``J(s) = sum_t (d1^2 + d2^2 - gamma_t * new_t)``, where ``new_t`` is 0 when the position's
-    layer-2 input equals one of the sequences accepted so far (same token after the same
-    prefix on a decoder, the same sequence on an encoder) and 1 otherwise: a copy or a prefix
-    of an accepted sequence earns nothing. The inputs are computed by the model, not read from
-    the noisy gradient, so the equality test needs no noise-dependent tolerance.
+    layer-2 input is (up to ``cos^2 > 1 - same_tol``) one of the sequences accepted so far
+    (same token after the same prefix on a decoder; on an encoder a copy, or a near copy whose
+    other tokens move every position only slightly) and 1 otherwise: a copy or a prefix of an
+    accepted sequence earns nothing. The inputs are computed by the model, not read from the
+    noisy gradient, so the tolerance does not depend on the noise. Encoders average the terms
+    over positions instead of summing them: only the complete sequence fits an encoder's span
+    (every token moves every position), so a sum would favour short near misses.
     """
 
     spans: Spans
     gamma: torch.Tensor
     explained: list[torch.Tensor | None]
     taken: set[tuple[int, ...]] = field(default_factory=set)
+    same_tol: float = 0.01
 
     def scores(self, seqs: list[list[int]]) -> list[float]:
         out = []
@@ -136,11 +140,12 @@ class Peeling:
                 cost = cost + (1 - inside).clamp_min(0)
                 known = self.explained[layer]
                 if layer == 1 and known is not None:
-                    same = ((z @ known) ** 2).max(-1).values > 1 - 1e-9
+                    same = ((z @ known) ** 2).max(-1).values > 1 - self.same_tol
                     new = (~same).to(z.dtype)
                 elif layer == 1:
                     new = torch.ones_like(inside)
-            out.append(float((cost - self.gamma[: cost.shape[0]] * new).sum()))
+            per = cost - self.gamma[: cost.shape[0]] * new
+            out.append(float(per.sum() if self.spans.causal else per.mean()))
         return [math.inf if tuple(s) in self.taken else j for s, j in zip(seqs, out, strict=True)]
 
     def accept(self, seq: list[int]) -> None:

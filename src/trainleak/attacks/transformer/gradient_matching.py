@@ -104,7 +104,7 @@ class GradientMatching(Attack[TransformerUpdate]):
         x: torch.Tensor,
         labels: torch.Tensor,
     ) -> torch.Tensor:
-        out = module(inputs_embeds=x)
+        out = module(inputs_embeds=x, attention_mask=torch.ones(x.shape[:2], dtype=torch.long))
         logits = out.logits
         if release.kind == "encoder":
             soft = torch.softmax(labels, -1)

@@ -62,8 +62,8 @@ class Tiger(Attack[TransformerUpdate]):
             times the median squared layer-1 distance of a vocabulary token there (times the
             share of its direction not explained by the sequences accepted before it;
             sequences are accepted greedily, best first), and at most twice the square of
-            ``floor_ratio`` times the smallest layer-1 distance at position 0 (the noise floor:
-            every sequence has a first token), but not below ``min_margin`` (the squared
+            ``floor_ratio`` times the median over the first half of the positions of the
+            smallest layer-1 distance (the noise floor: those positions hold tokens), but not below ``min_margin`` (the squared
             distances of an exact fit in float64 are ~1e-30), so a noiseless gradient keeps
             only exact fits.
         rank: ``"batch"`` (top ``B * n`` directions) or ``"tolerance"``.
@@ -115,7 +115,8 @@ class Tiger(Attack[TransformerUpdate]):
         spans = build_spans(release, rank=self.rank, tol=self.tol, exact=self.exact)
         k = min(self.candidates or 2 * batch + 2, int(spans.table.shape[1]))
         cands = spans.table.topk(k, dim=1, largest=False).indices  # (n, K)
-        floor = float(spans.table[0].min())  # every sequence has a first token
+        # noise floor: the best layer-1 fit, typical over the first half of the positions
+        floor = float(spans.table[: max(spans.positions // 2, 1)].min(dim=1).values.median())
         gamma = (self.margin * spans.table.pow(2).median(dim=1).values).clamp_max(
             max(2 * (self.floor_ratio * floor) ** 2, self.min_margin)
         )
