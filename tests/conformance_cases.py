@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from language_fixtures import tiny_language
+from language_fixtures import tiny_language, tiny_transformer_update
 from release_fixtures import (
     empty_knowledge,
     tiny_binary_checkpoint,
@@ -162,4 +162,17 @@ CASES: dict[str, Callable[[], ConformanceCase]] = {
     ),
     "adra": _case(tiny_language, _LM_RL, [{"steps": -1}, {"group": 1}, {"kl": -1.0}]),
     "adra-plus": _case(tiny_language, _LM_RL, [{"prior_k": 0.0}, {"lr": 0.0}]),
+    # transformer gradient inversion (issue 14)
+    "dager": _case(
+        tiny_transformer_update, {}, [{"l1_threshold": 0.0}, {"rank": "all"}, {"beam_width": 0}]
+    ),
+    "tiger": _case(
+        tiny_transformer_update,
+        {"steps": 20, "sweeps": 1},
+        [{"steps": -1}, {"layer_weights": (1.0,)}, {"parametrization": "logits"}, {"lr": 0.0}],
+    ),
+    "bag-of-words": _case(tiny_transformer_update, {}, [{"relative_floor": 0.0}]),
+    "gradient-matching": _case(
+        tiny_transformer_update, {"steps": 2}, [{"steps": 0}, {"temperature": 0.0}]
+    ),
 }
