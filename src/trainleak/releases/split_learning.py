@@ -18,6 +18,7 @@ unpickles and re-runs every check.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -198,6 +199,27 @@ class SplitTranscript(Release):
             rows = torch.nonzero(self.step == t).flatten()
             if len(rows):
                 yield t, rows
+
+    def first_rows(self, max_rows: int) -> tuple[SplitTranscript, torch.Tensor]:
+        """The transcript cut to its first whole steps holding at most ``max_rows`` rows
+        (at least one step), and the indices of the kept rows in this transcript."""
+        ends = torch.bincount(self.step, minlength=self.n_steps).cumsum(0)
+        n_steps = max(1, int((ends <= max_rows).sum()))
+        keep = torch.nonzero(self.step < n_steps).flatten()
+        rounds = {int(r) for r in self.step_round[:n_steps].tolist()}
+        sub = dataclasses.replace(
+            self,
+            smashed=self.smashed[keep],
+            smashed_grads=self.smashed_grads[keep],
+            body_grads=self.body_grads[keep],
+            step=self.step[keep],
+            step_client=self.step_client[:n_steps],
+            step_round=self.step_round[:n_steps],
+            aggregates=tuple(
+                a for a in self.aggregates if a.round in rounds or a is self.final
+            ),
+        )
+        return sub, keep
 
     def describe(self) -> str:
         d = "" if self.defense is None else f", defense {self.defense.to_json()}"

@@ -77,8 +77,8 @@ def defend(
 
 
 class Decoder(nn.Module):
-    """The inverse network: for conv smashed data ``(C, h, w)`` and image inputs a
-    conv-upsample-conv decoder, otherwise a one-hidden-layer MLP; output squashed into the
+    """The inverse network: for conv smashed data ``(C, h, w)`` and image inputs two
+    convolutions and a pixel shuffle up to the input size, otherwise a one-hidden-layer MLP; output squashed into the
     declared input box."""
 
     def __init__(
@@ -93,13 +93,15 @@ class Decoder(nn.Module):
         self.conv = len(smashed_shape) == 3 and len(input_shape) == 3
         if self.conv:
             c_s, c_in = smashed_shape[0], input_shape[0]
+            r = max(1, input_shape[1] // smashed_shape[1])
+            tail: list[nn.Module] = [nn.PixelShuffle(r)] if r > 1 else []
+            if (smashed_shape[1] * r, smashed_shape[2] * r) != tuple(input_shape[1:]):
+                tail.append(nn.Upsample(size=tuple(input_shape[1:]), mode="bilinear"))
             self.net: nn.Module = nn.Sequential(
                 nn.Conv2d(c_s, width, 3, padding=1),
                 nn.ReLU(),
-                nn.Conv2d(width, width, 3, padding=1),
-                nn.ReLU(),
-                nn.Upsample(size=tuple(input_shape[1:]), mode="bilinear"),
-                nn.Conv2d(width, c_in, 3, padding=1),
+                nn.Conv2d(width, c_in * r * r, 3, padding=1),
+                *tail,
             )
         else:
             d_in, d_out = math.prod(smashed_shape), math.prod(input_shape)
