@@ -156,9 +156,7 @@ CASES: dict[str, Callable[[], ConformanceCase]] = {
         {"steps": 10, "substitute_steps": 5},
         [{"substitute_steps": 0}, {"substitute_lr": -1.0}, {"batch_size": 0}],
     ),
-    "split-whitebox": _case(
-        tiny_split, {"steps": 10}, [{"steps": 0}, {"tv": -1.0}, {"chunk": 0}]
-    ),
+    "split-whitebox": _case(tiny_split, {"steps": 10}, [{"steps": 0}, {"tv": -1.0}, {"chunk": 0}]),
     "prototypes": _case(
         _gaussian_prototypes,
         {"max_candidates": 4},

@@ -30,8 +30,8 @@ from trainleak.systems.collaboration.parties import DCParty, collaborate
 from trainleak.systems.distillation import DCConfig, DMConfig, distill
 from trainleak.systems.federated.client import fedsgd_update
 from trainleak.systems.federated.malicious import malicious_mlp
-from trainleak.systems.split_learning import UFSLConfig, UFSLRun, train_ufsl
 from trainleak.systems.mechanisms.regression import ridge_output_perturbation, sphere_records
+from trainleak.systems.split_learning import UFSLConfig, UFSLRun, train_ufsl
 from trainleak.systems.training.config import TrainConfig
 from trainleak.systems.training.dp import DPSGDConfig, train_dpsgd
 from trainleak.systems.training.loop import train_checkpoint

@@ -10,11 +10,11 @@ import torch
 
 from release_fixtures import tiny_split
 from trainleak.data import load_digits
+from trainleak.defenses.split_learning import KDUFSL
 from trainleak.errors import ConfigError, ShapeError
 from trainleak.models.registry import build_model, model_spec
 from trainleak.models.split import SplitSpec, model_depth, part_shapes, split_modules
 from trainleak.releases.split_learning import SmashedDefenseSpec, SplitTranscript
-from trainleak.defenses.split_learning import KDUFSL
 from trainleak.systems.split_learning import UFSLConfig, split_accuracy, train_ufsl
 
 MODEL = model_spec("split_convnet", input_shape=(1, 8, 8), out_dim=10, channels=[4], hidden=[32])
@@ -118,8 +118,12 @@ def test_bad_training_input_is_refused() -> None:
     ds = load_digits()
     clients = [(ds.x[:40], ds.y[:40])]
     with pytest.raises(ConfigError, match="'k'.*batch size 16"):
-        train_ufsl(clients, SPLIT, UFSLConfig(rounds=1, batch_size=16),
-                   defense=KDUFSL(SmashedDefenseSpec(k=32)))
+        train_ufsl(
+            clients,
+            SPLIT,
+            UFSLConfig(rounds=1, batch_size=16),
+            defense=KDUFSL(SmashedDefenseSpec(k=32)),
+        )
     with pytest.raises(ConfigError, match="clients"):
         train_ufsl([], SPLIT, UFSLConfig(rounds=1))
     with pytest.raises(ConfigError, match="clients\\[0\\]"):

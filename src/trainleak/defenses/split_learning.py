@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from trainleak.errors import ConfigError
@@ -38,12 +39,6 @@ def _check_k(n: int, k: int) -> None:
         raise ConfigError.invalid(
             "k", f"a group size at most the batch size {n} (k-anonymity needs k records)", k
         )
-
-
-def _take(d: torch.Tensor, alive: torch.Tensor, centre: int, k: int) -> torch.Tensor:
-    """The ``k`` alive records nearest to ``centre`` (itself included)."""
-    dist = torch.where(alive, d[centre], torch.full_like(d[centre], float("inf")))
-    return torch.topk(dist, k, largest=False).indices
 
 
 def mdav(x: torch.Tensor, k: int) -> torch.Tensor:
@@ -69,29 +64,32 @@ def mdav(x: torch.Tensor, k: int) -> torch.Tensor:
     _check_k(n, k)
     if k == 1:
         return torch.arange(n)
-    flat = x.detach().reshape(n, -1).double()
-    d = torch.cdist(flat, flat)
-    groups = torch.full((n,), -1, dtype=torch.int64)
-    alive = torch.ones(n, dtype=torch.bool)
-    gid = 0
-    while int(alive.sum()) >= 3 * k:
-        centroid = flat[alive].mean(0, keepdim=True)
-        far = torch.cdist(centroid, flat)[0].masked_fill(~alive, -1.0)
-        r = int(far.argmax())
-        s = int(d[r].masked_fill(~alive, -1.0).argmax())
-        for centre in (r, s):
-            members = _take(d, alive, centre, k)
-            groups[members], alive[members] = gid, False
-            gid += 1
-    left = int(alive.sum())
-    if left >= 2 * k:
-        centroid = flat[alive].mean(0, keepdim=True)
-        r = int(torch.cdist(centroid, flat)[0].masked_fill(~alive, -1.0).argmax())
-        members = _take(d, alive, r, k)
+    flat = x.detach().reshape(n, -1).double().cpu().numpy()
+    sq = (flat * flat).sum(1)
+    d = sq[:, None] + sq[None, :] - 2.0 * (flat @ flat.T)  # squared distances
+    groups = np.full(n, -1, dtype=np.int64)
+    alive = np.ones(n, dtype=bool)
+    total, left, gid = flat.sum(0), n, 0
+
+    def farthest_from_centroid() -> int:
+        return int(np.where(alive, sq - 2.0 * (flat @ (total / left)), -np.inf).argmax())
+
+    def take(centre: int) -> None:
+        nonlocal total, left, gid
+        dist = np.where(alive, d[centre], np.inf)
+        members = np.argpartition(dist, k - 1)[:k]
         groups[members], alive[members] = gid, False
-        gid += 1
+        total, left, gid = total - flat[members].sum(0), left - k, gid + 1
+
+    while left >= 3 * k:
+        r = farthest_from_centroid()
+        s = int(np.where(alive, d[r], -np.inf).argmax())
+        take(r)
+        take(s)
+    if left >= 2 * k:
+        take(farthest_from_centroid())
     groups[alive] = gid
-    return groups
+    return torch.from_numpy(groups)
 
 
 def centroid_replace(x: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:

@@ -84,8 +84,15 @@ def _dataset_rows(
         eps = _epsilon(spec, ucfg.transmissions, cfg.delta)
         rows.append(
             UtilityRow(
-                task.dataset, name, _kind(name), k, sigma, setting.acc_clean,
-                setting.acc_defended, setting.min_multiplicity, eps,
+                task.dataset,
+                name,
+                _kind(name),
+                k,
+                sigma,
+                setting.acc_clean,
+                setting.acc_defended,
+                setting.min_multiplicity,
+                eps,
             )
         )
         for adaptive in (False, True) if spec is not None else (False,):
@@ -93,14 +100,25 @@ def _dataset_rows(
                 out = attack_transcript(setting, task, attack, cfg.max_rows, cfg.seed)
                 rows.append(
                     AttackRow(
-                        task.dataset, name, _kind(name), k, sigma, aname, adaptive,
-                        out.score.mse, out.score.ssim, out.baseline.mse, out.baseline.ssim,
+                        task.dataset,
+                        name,
+                        _kind(name),
+                        k,
+                        sigma,
+                        aname,
+                        adaptive,
+                        out.score.mse,
+                        out.score.ssim,
+                        out.baseline.mse,
+                        out.baseline.ssim,
                         out.score.n,
                     )
                 )
                 if aname == cfg.claim_attack:
                     picks.setdefault("original", out.truth[:10])
-                    picks[f"{name}{' adaptive' if adaptive else ''}"] = out.reconstruction.inputs[:10]
+                    picks[f"{name}{' adaptive' if adaptive else ''}"] = out.reconstruction.inputs[
+                        :10
+                    ]
         if progress is not None:
             progress(f"{task.dataset} settings", i + 1, len(grid))
     images[f"reconstructions_{task.dataset}"] = tile(torch.cat(list(picks.values())), 10)
@@ -123,21 +141,29 @@ def privacy_utility_figure(rows: list[Row], cfg: SplitLearningKDUFSLConfig) -> F
         util = {r.setting: r for r in rows if isinstance(r, UtilityRow) and r.dataset == ds}
         for adaptive, marker in ((False, "o"), (True, "^")):
             pts = [
-                r for r in rows
-                if isinstance(r, AttackRow) and r.dataset == ds and r.attack == cfg.claim_attack
+                r
+                for r in rows
+                if isinstance(r, AttackRow)
+                and r.dataset == ds
+                and r.attack == cfg.claim_attack
                 and r.adaptive == adaptive
             ]
-            acc = [
-                getattr(util[r.setting], f"acc_{cfg.accuracy}") for r in pts
-            ]
-            ax.scatter(acc, [r.ssim for r in pts], marker=marker,
-                       label="adaptive" if adaptive else "standard")
+            acc = [getattr(util[r.setting], f"acc_{cfg.accuracy}") for r in pts]
+            ax.scatter(
+                acc,
+                [r.ssim for r in pts],
+                marker=marker,
+                label="adaptive" if adaptive else "standard",
+            )
             for a, r in zip(acc, pts, strict=True):
                 ax.annotate(r.setting, (a, r.ssim), fontsize=7)
         base = next(r.baseline_ssim for r in rows if isinstance(r, AttackRow) and r.dataset == ds)
         ax.axhline(base, ls="--", c="grey", label="auxiliary mean")
-        ax.set(title=f"{ds}: {cfg.claim_attack}", xlabel=f"test accuracy ({cfg.accuracy})",
-               ylabel="reconstruction SSIM")
+        ax.set(
+            title=f"{ds}: {cfg.claim_attack}",
+            xlabel=f"test accuracy ({cfg.accuracy})",
+            ylabel="reconstruction SSIM",
+        )
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -164,7 +190,8 @@ def run(cfg: SplitLearningKDUFSLConfig, progress: Progress | None = None) -> Res
     res.images.update(images)
     res.figures["privacy_utility"] = privacy_utility_figure(rows, cfg)
     res.metrics.update(
-        total_s=time.perf_counter() - start, cpu_s=time.process_time() - cpu,
+        total_s=time.perf_counter() - start,
+        cpu_s=time.process_time() - cpu,
         torch_threads=torch_threads,
     )
     res.notes = _NOTES

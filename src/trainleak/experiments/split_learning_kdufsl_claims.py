@@ -23,12 +23,13 @@ from trainleak.experiments.base import Claim, ClaimFn, ExperimentConfig, claim, 
 Dataset = Literal["digits", "mnist", "cifar10"]
 AttackName = Literal["split-inverse-network", "split-fora", "split-whitebox"]
 ATTACKS: tuple[AttackName, ...] = ("split-inverse-network", "split-fora", "split-whitebox")
+DEFAULT_DATASETS: tuple[Dataset, ...] = ("mnist", "cifar10")
 
 
 class SplitLearningKDUFSLConfig(ExperimentConfig):
     """Config of ``split-learning-kdufsl``."""
 
-    datasets: list[Dataset] = Field(default_factory=lambda: ["mnist", "cifar10"])
+    datasets: list[Dataset] = Field(default_factory=lambda: list(DEFAULT_DATASETS))
     n_clients: int = Field(5, ge=1)
     per_client: int = Field(200, ge=8)
     n_aux: int = Field(500, ge=8)
@@ -123,17 +124,19 @@ def claim_attack_is_real(rows: Sequence[Row], cfg: SplitLearningKDUFSLConfig) ->
     for ds in _datasets(rows):
         v = _vanilla(_attack_rows(rows, cfg, ds))
         if v is not None:
-            ev[ds] = {"mse": v.mse, "base_mse": v.baseline_mse, "ssim": v.ssim,
-                      "base_ssim": v.baseline_ssim}
+            ev[ds] = {
+                "mse": v.mse,
+                "base_mse": v.baseline_mse,
+                "ssim": v.ssim,
+                "base_ssim": v.baseline_ssim,
+            }
     if not ev:
         return not_tested(text, "no undefended attack row")
     ok = all(e["mse"] < e["base_mse"] and e["ssim"] > e["base_ssim"] for e in ev.values())
     return claim(text, ok, **ev)
 
 
-def _effect(
-    rows: Sequence[Row], cfg: SplitLearningKDUFSLConfig, metric: str
-) -> dict[str, float]:
+def _effect(rows: Sequence[Row], cfg: SplitLearningKDUFSLConfig, metric: str) -> dict[str, float]:
     """Per data set, the largest relative change of ``metric`` over the KD settings vs
     vanilla (an MSE increase, or an SSIM decrease), standard claim attack."""
     out = {}

@@ -26,7 +26,9 @@ class ReconstructionScore:
     n: int
 
 
-def match_within_groups(rec: torch.Tensor, truth: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+def match_within_groups(
+    rec: torch.Tensor, truth: torch.Tensor, groups: torch.Tensor
+) -> torch.Tensor:
     """``rec`` re-ordered inside each group to best match ``truth`` (least squared error)."""
     if rec.shape != truth.shape or groups.shape != (rec.shape[0],):
         raise ShapeError(
@@ -45,7 +47,10 @@ def match_within_groups(rec: torch.Tensor, truth: torch.Tensor, groups: torch.Te
 
 
 def score_reconstruction(
-    rec: torch.Tensor, truth: torch.Tensor, groups: torch.Tensor | None = None, data_range: float = 1.0
+    rec: torch.Tensor,
+    truth: torch.Tensor,
+    groups: torch.Tensor | None = None,
+    data_range: float = 1.0,
 ) -> ReconstructionScore:
     """Mean MSE and SSIM over images, after matching within ``groups`` (if given)."""
     if groups is not None:

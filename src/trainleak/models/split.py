@@ -54,7 +54,8 @@ class SplitConvNet(nn.Module):
         super().__init__()
         if len(input_shape) != 3 or not channels or int(stride) < 1:
             raise ConfigError.invalid(
-                "split_convnet", "input_shape (C, H, W), >= 1 channel entry, stride >= 1",
+                "split_convnet",
+                "input_shape (C, H, W), >= 1 channel entry, stride >= 1",
                 (tuple(input_shape), tuple(channels), stride),
             )
         c, h, w = (int(s) for s in input_shape)
@@ -106,7 +107,8 @@ class SplitSpec:
             raise ConfigError.invalid("input_dtype", "'float32' or 'int64'", self.input_dtype)
         if not 1 <= int(self.head_end) < int(self.tail_start):
             raise ConfigError.invalid(
-                "split", "cut points 1 <= head_end < tail_start (a non-empty head and body)",
+                "split",
+                "cut points 1 <= head_end < tail_start (a non-empty head and body)",
                 (self.head_end, self.tail_start),
             )
 
@@ -161,10 +163,11 @@ def split_modules(
             f"a cut point below the model's depth {depth} (the tail must keep a block)",
             split.tail_start,
         )
+    layers = list(blocks)
     parts = SplitModules(
-        nn.Sequential(*blocks[: split.head_end]),
-        nn.Sequential(*blocks[split.head_end : split.tail_start]),
-        nn.Sequential(*blocks[split.tail_start :]),
+        nn.Sequential(*layers[: split.head_end]),
+        nn.Sequential(*layers[split.head_end : split.tail_start]),
+        nn.Sequential(*layers[split.tail_start :]),
     )
     for module, state in ((parts.head, head), (parts.body, body), (parts.tail, tail)):
         if state is not None:

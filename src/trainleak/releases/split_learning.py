@@ -215,9 +215,7 @@ class SplitTranscript(Release):
             step=self.step[keep],
             step_client=self.step_client[:n_steps],
             step_round=self.step_round[:n_steps],
-            aggregates=tuple(
-                a for a in self.aggregates if a.round in rounds or a is self.final
-            ),
+            aggregates=tuple(a for a in self.aggregates if a.round in rounds or a is self.final),
         )
         return sub, keep
 

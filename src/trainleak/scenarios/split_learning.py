@@ -71,8 +71,7 @@ def split_task(
         ConfigError: a data set too small for the request, or (never expected) overlap.
     """
     need = n_clients * per_client + n_aux + n_test
-    limit = None if dataset == "digits" else need
-    ds = load_dataset(dataset, **({} if limit is None else {"limit": limit}))
+    ds = load_dataset(dataset) if dataset == "digits" else load_dataset(dataset, limit=need)
     if len(ds) < need:
         raise ConfigError.invalid("sizes", f"at most {len(ds)} records of {dataset}", need)
     perm = torch.randperm(len(ds), generator=torch.Generator().manual_seed(seed))
@@ -81,7 +80,10 @@ def split_task(
     aux = ds.subset(perm[n_priv : n_priv + n_aux])
     test = ds.subset(perm[n_priv + n_aux : need])
     clients = tuple(
-        (priv.x[i * per_client : (i + 1) * per_client], priv.y[i * per_client : (i + 1) * per_client])
+        (
+            priv.x[i * per_client : (i + 1) * per_client],
+            priv.y[i * per_client : (i + 1) * per_client],
+        )
         for i in range(n_clients)
     )
     check_disjoint(torch.cat([c[0] for c in clients]), aux.x)

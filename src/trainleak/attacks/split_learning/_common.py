@@ -78,8 +78,8 @@ def defend(
 
 class Decoder(nn.Module):
     """The inverse network: for conv smashed data ``(C, h, w)`` and image inputs two
-    convolutions and a pixel shuffle up to the input size, otherwise a one-hidden-layer MLP; output squashed into the
-    declared input box."""
+    convolutions and a pixel shuffle up to the input size, otherwise a one-hidden-layer MLP;
+    the output is squashed into the declared input box."""
 
     def __init__(
         self,

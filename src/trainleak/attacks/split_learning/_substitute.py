@@ -29,9 +29,9 @@ def mk_mmd(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     z = torch.cat([a, b])
     d2 = torch.cdist(z, z).pow(2)
     scale = d2.detach()[d2.detach() > 0].median().clamp_min(1e-12)
-    k = sum(torch.exp(-d2 / (w * scale)) for w in _BANDWIDTHS)
+    k = torch.stack([torch.exp(-d2 / (w * scale)) for w in _BANDWIDTHS]).sum(0)
     n = len(a)
-    return k[:n, :n].mean() + k[n:, n:].mean() - 2 * k[:n, n:].mean()  # type: ignore[union-attr]
+    return k[:n, :n].mean() + k[n:, n:].mean() - 2 * k[:n, n:].mean()
 
 
 def fit_substitute(

@@ -55,7 +55,9 @@ def _groups(release: SplitTranscript) -> torch.Tensor:
     ids = torch.empty(len(release), dtype=torch.int64)
     offset = 0
     for _, rows in release.batches():
-        _, inv = torch.unique(release.smashed[rows].reshape(len(rows), -1), dim=0, return_inverse=True)
+        _, inv = torch.unique(
+            release.smashed[rows].reshape(len(rows), -1), dim=0, return_inverse=True
+        )
         ids[rows] = inv + offset
         offset += int(inv.max()) + 1
     return ids

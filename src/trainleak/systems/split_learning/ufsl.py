@@ -157,7 +157,8 @@ def _check_clients(clients: Sequence[Client], split: SplitSpec, cfg: UFSLConfig,
     for i, (x, y) in enumerate(clients):
         if tuple(x.shape[1:]) != tuple(split.input_shape) or y.shape != (x.shape[0],):
             raise ConfigError.invalid(
-                f"clients[{i}]", f"(x, y) with x (n, *{split.input_shape}) and y (n,)",
+                f"clients[{i}]",
+                f"(x, y) with x (n, *{split.input_shape}) and y (n,)",
                 (tuple(x.shape), tuple(y.shape)),
             )
         if len(x) < k:
@@ -235,7 +236,13 @@ def train_ufsl(
 
 
 def _append(
-    log: _Log, tx: torch.Tensor, sg: torch.Tensor, bg: torch.Tensor, rows: torch.Tensor, c: int, r: int
+    log: _Log,
+    tx: torch.Tensor,
+    sg: torch.Tensor,
+    bg: torch.Tensor,
+    rows: torch.Tensor,
+    c: int,
+    r: int,
 ) -> None:
     t = len(log.step_client)
     log.smashed.append(tx)
@@ -269,4 +276,3 @@ def split_accuracy(
         pred = parts.tail(parts.body(s)).argmax(1)
         correct += int((pred == y[idx]).sum())
     return correct / max(len(x), 1)
-
