@@ -106,3 +106,33 @@ def test_config_refuses_bad_values() -> None:
     with pytest.raises(ConfigError, match="batch_size"):
         exp.make_config({"batch_size": 2})
     assert dataclasses.is_dataclass(AttackRow)
+
+
+def test_experiment_runs_end_to_end_on_a_tiny_config() -> None:
+    exp = get_experiment("split-learning-kdufsl")
+    cfg = exp.make_config(
+        {
+            "datasets": ["digits"],
+            "n_clients": 2,
+            "per_client": 40,
+            "n_aux": 60,
+            "n_test": 40,
+            "rounds": 1,
+            "batch_size": 20,
+            "sigmas": [0.1],
+            "ks": [2],
+            "attacks": ["split-whitebox"],
+            "claim_attack": "split-whitebox",
+            "whitebox_steps": 5,
+            "max_rows": 20,
+        }
+    )
+    res = exp.run(cfg)
+    assert [c.text for c in res.claims] == [fn(_rows(), CFG).text for fn in CLAIMS]
+    settings = {r["setting"] for r in res.tables["utility"]}
+    assert settings == {"vanilla", "dp_s0.1", "mdav_k2", "kd_s0.05_k2"}
+    k_claim = next(c for c in res.claims if "at least k times" in c.text)
+    assert k_claim.holds and k_claim.evidence["checked"] == 2
+    assert "reconstructions_digits" in res.images and "privacy_utility" in res.figures
+    # standard and adaptive rows for every defended setting, standard only for vanilla
+    assert len(res.tables["attacks"]) == 1 + 3 * 2
