@@ -65,21 +65,22 @@ def mdav(x: torch.Tensor, k: int) -> torch.Tensor:
     if k == 1:
         return torch.arange(n)
     flat = x.detach().reshape(n, -1).double().cpu().numpy()
-    sq = (flat * flat).sum(1)
-    d = sq[:, None] + sq[None, :] - 2.0 * (flat @ flat.T)  # squared distances
+    gram = flat @ flat.T
+    sq = gram.diagonal().copy()
+    d = sq[:, None] + sq[None, :] - 2.0 * gram  # squared distances
     groups = np.full(n, -1, dtype=np.int64)
     alive = np.ones(n, dtype=bool)
-    total, left, gid = flat.sum(0), n, 0
+    # <x_i, sum of alive records>: distances to the centroid without touching the features
+    dots, left, gid = gram.sum(1), n, 0
 
     def farthest_from_centroid() -> int:
-        return int(np.where(alive, sq - 2.0 * (flat @ (total / left)), -np.inf).argmax())
+        return int(np.where(alive, sq - (2.0 / left) * dots, -np.inf).argmax())
 
     def take(centre: int) -> None:
-        nonlocal total, left, gid
-        dist = np.where(alive, d[centre], np.inf)
-        members = np.argpartition(dist, k - 1)[:k]
+        nonlocal dots, left, gid
+        members = np.argpartition(np.where(alive, d[centre], np.inf), k - 1)[:k]
         groups[members], alive[members] = gid, False
-        total, left, gid = total - flat[members].sum(0), left - k, gid + 1
+        dots, left, gid = dots - gram[:, members].sum(1), left - k, gid + 1
 
     while left >= 3 * k:
         r = farthest_from_centroid()
