@@ -49,7 +49,7 @@ class SplitLearningKDUFSLConfig(ExperimentConfig):
     claim_attack: AttackName = "split-inverse-network"
     max_rows: int = Field(128, ge=1)
     decoder_steps: int = Field(300, ge=1)
-    substitute_steps: int = Field(150, ge=1)
+    substitute_steps: int = Field(400, ge=1)
     whitebox_steps: int = Field(150, ge=1)
     accuracy: Literal["defended", "clean"] = "defended"
     mse_increase: float = Field(0.5, gt=0)

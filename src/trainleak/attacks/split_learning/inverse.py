@@ -134,8 +134,8 @@ class SubstituteHeadAttack(_DecoderAttack):
         "Split learning with an unknown head (FORA): substitute head matched to the smashed "
         "distribution by MMD, then an inverse network through it (optionally adaptive)"
     )
-    substitute_steps: int = param(300, ge=1, integer=True)
-    substitute_lr: float = param(1e-3, gt=0)
+    substitute_steps: int = param(400, ge=1, integer=True)
+    substitute_lr: float = param(5e-3, gt=0)
 
     def run(
         self,
