@@ -14,6 +14,7 @@ import torch
 
 from trainleak.errors import MissingKnowledgeError
 from trainleak.models.spec import ModelSpec
+from trainleak.releases.classifier import GenerativePrior
 from trainleak.releases.collaboration import Disclosure
 from trainleak.releases.distilled import ShadowBank
 
@@ -45,6 +46,8 @@ class Knowledge:
         shadow_bank: the adversary's own distilled sets, labelled by algorithm and
             architecture, distilled from the auxiliary data only.
         candidates: the records ``(x, y)`` whose membership a membership attack scores.
+        generative_prior: a decoder trained on public data of other classes (model
+            inversion); see :class:`~trainleak.releases.classifier.GenerativePrior`.
     """
 
     input_shape: tuple[int, ...] | None = None
@@ -63,6 +66,7 @@ class Knowledge:
     auxiliary: tuple[torch.Tensor, torch.Tensor] | None = None
     shadow_bank: ShadowBank | None = None
     candidates: tuple[torch.Tensor, torch.Tensor] | None = None
+    generative_prior: GenerativePrior | None = None
 
     def require(self, names: frozenset[str] | set[str], *, who: str) -> None:
         """Raise :class:`MissingKnowledgeError` naming every required field that is unknown."""
