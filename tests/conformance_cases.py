@@ -17,6 +17,7 @@ from release_fixtures import (
     empty_knowledge,
     tiny_binary_checkpoint,
     tiny_broadcast_log,
+    tiny_classifier,
     tiny_collaboration,
     tiny_distilled,
     tiny_honest_update,
@@ -144,6 +145,29 @@ CASES: dict[str, Callable[[], ConformanceCase]] = {
         tiny_distilled, {**_SURROGATE_FAST, "shadows": 2}, [{"shadows": 1}, {"surrogate_lr": -1.0}]
     ),
     "ira-recovery": _case(tiny_distilled, {}, [{"aux_eval": 1}]),
+    # model inversion (issue 12)
+    "mi-standard": _case(
+        tiny_classifier,
+        {"candidates": 20, "keep": 2, "steps": 3, "final": 1, "selection_transforms": 1},
+        [{"keep": 0}, {"loss": "l2"}, {"final": 9}, {"latent_clip": 0.0}],
+    ),
+    "mi-adaptive": _case(
+        tiny_classifier,
+        {
+            "candidates": 20,
+            "keep": 2,
+            "steps": 3,
+            "final": 1,
+            "selection_transforms": 1,
+            "model_augment": 0,
+        },
+        [{"restarts": 0}, {"select": "entropy"}, {"model_augment": -1}],
+    ),
+    "mi-prior-only": _case(
+        tiny_classifier,
+        {"candidates": 20, "final": 1, "selection_transforms": 1},
+        [{"candidates": 0}, {"select": "loss"}],
+    ),
     "prototypes": _case(
         _gaussian_prototypes,
         {"max_candidates": 4},

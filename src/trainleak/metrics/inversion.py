@@ -111,7 +111,8 @@ def ratio_interval(
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(mb > 0, ma / np.where(mb > 0, mb, 1.0), np.inf)
         point = a.mean() / b.mean() if b.mean() > 0 else math.inf
-    lo, hi = np.quantile(r, [(1 - level) / 2, (1 + level) / 2])
+    # no interpolation: a resample with a zero denominator is +inf, not NaN
+    lo, hi = np.quantile(r, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
     return float(point), float(lo), float(hi)
 
 

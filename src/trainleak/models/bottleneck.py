@@ -89,6 +89,7 @@ class MaskedMLP(nn.Module):
         n_keep = max(1, round(float(keep) * h * w))
         perm = torch.randperm(h * w, generator=torch.Generator().manual_seed(int(mask_seed)))
         self.mlp = MLP((c, n_keep), hidden, out_dim)
+        self.index: torch.Tensor
         self.register_buffer("index", perm[:n_keep].sort().values)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:

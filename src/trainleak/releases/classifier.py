@@ -22,6 +22,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -263,7 +264,7 @@ class GenerativePrior:
         )
 
 
-def _save(directory: str | Path, state: StateDict, meta: dict[str, object]) -> Path:
+def _save(directory: str | Path, state: StateDict, meta: dict[str, Any]) -> Path:
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     save_file(
@@ -274,7 +275,7 @@ def _save(directory: str | Path, state: StateDict, meta: dict[str, object]) -> P
     return out
 
 
-def _load(directory: str | Path) -> tuple[StateDict, dict[str, object]]:
+def _load(directory: str | Path) -> tuple[StateDict, dict[str, Any]]:
     p = Path(directory)
     for f in (p / "weights.safetensors", p / "release.json"):
         if not f.is_file():

@@ -103,8 +103,11 @@ def _transfer(
         k: v for k, v in pre.state_dict().items() if not k.startswith(f"layers.{n_layers - 1}.")
     }
     model.load_state_dict(state, strict=False)
+    layers = getattr(model, "layers", None)
+    if not isinstance(layers, nn.ModuleList):
+        raise ConfigError.invalid("architecture", "an MLP with a layer list", type(model))
     for i in range(defense.frozen):
-        for p in model.layers[i].parameters():  # type: ignore[index]
+        for p in layers[i].parameters():
             p.requires_grad_(False)
 
 
