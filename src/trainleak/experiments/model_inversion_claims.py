@@ -34,12 +34,12 @@ class InversionConfig(ExperimentConfig):
     n_test: int = Field(1000, ge=10)
     size: int = Field(32, ge=8)
     target_steps: int = Field(600, ge=1)
-    evaluator_steps: int = Field(600, ge=1)
+    evaluator_steps: int = Field(400, ge=1)
     prior_steps: int = Field(2000, ge=1)
     latent_dim: int = Field(16, ge=1)
     candidates: int = Field(200, ge=1)
-    keep: int = Field(8, ge=1)
-    final: int = Field(4, ge=1)
+    keep: int = Field(16, ge=1)
+    final: int = Field(8, ge=1)
     attack_steps: int = Field(100, ge=1)
     adaptive_steps: int = Field(200, ge=1)
     restarts: int = Field(2, ge=1)
@@ -53,16 +53,21 @@ class InversionConfig(ExperimentConfig):
 
 
 ADAPTIVE_TARGETS: tuple[TargetName, ...] = (
-    "standard", "mixup", "at", "negls", "bido", "mid", "tl", "atat"
+    "standard",
+    "mixup",
+    "at",
+    "negls",
+    "bido",
+    "mid",
+    "tl",
+    "atat",
 )
 
 
 class ModelInversionAdaptiveConfig(InversionConfig):
     """Config of ``model-inversion-adaptive``."""
 
-    targets: list[TargetName] = Field(
-        default_factory=lambda: list(ADAPTIVE_TARGETS)
-    )
+    targets: list[TargetName] = Field(default_factory=lambda: list(ADAPTIVE_TARGETS))
     min_rho: float = Field(0.5, ge=-1, le=1)
 
 
