@@ -3,7 +3,7 @@ prior-only baseline and chance, and every training-time defense changes what it 
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import pytest
 import torch
@@ -48,7 +48,7 @@ def _mlp(hidden: list[int] | None = None) -> object:
     return model_spec("mlp", input_shape=(1, 8, 8), hidden=hidden or [64, 64], out_dim=5)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _train(defense: Defense, steps: int = 300, kind: str = "mlp") -> ClassifierRelease:
     x, y, _, _, px, py = _split()
     spec = (

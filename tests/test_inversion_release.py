@@ -142,7 +142,8 @@ def test_dlib_evaluator_identifies_faces(data_dir: Path) -> None:
     emb = face_identity.DlibEmbedder()
     x, y = ds.x[::5][:16], ds.y[::5][:16]  # images 1 and 6 of subjects 1-8
     ref, ry = ds.x[1::5][:16], ds.y[1::5][:16]
-    score = face_identity.identity_score(emb, x, y, ref, ry, 8)
-    wrong = face_identity.identity_score(emb, x, (y + 1) % 8, ref, ry, 8)
+    ref_e = emb(ref)
+    score = face_identity.identity_score(emb, x, y, ref_e, ry, 8)
+    wrong = face_identity.identity_score(emb, x, (y + 1) % 8, ref_e, ry, 8)
     assert score.accuracy >= 0.75 and wrong.accuracy <= 0.25
     assert score.delta_face < wrong.delta_face

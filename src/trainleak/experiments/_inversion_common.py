@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from trainleak.attacks.base import Reconstruction
 from trainleak.attacks.inversion import AdaptiveInversion, GenerativeInversion, PriorOnly
 from trainleak.experiments.model_inversion_claims import AttackRow, InversionConfig, TargetRow
@@ -38,6 +40,7 @@ class Setup:
     knowledge: Knowledge
     cache: Path | None
     dlib: DlibEmbedder | None
+    private_embeddings: torch.Tensor | None
 
 
 def setup(cfg: InversionConfig) -> Setup:
@@ -54,7 +57,8 @@ def setup(cfg: InversionConfig) -> Setup:
     )
     evaluators = train_evaluators(task, cfg.evaluator_steps, cfg.seed, cache)
     dlib = DlibEmbedder(BOX) if cfg.dlib else None
-    return Setup(task, prior, evaluators, adversary_knowledge(task, prior), cache, dlib)
+    ref = dlib(task.private[0]) if dlib is not None else None
+    return Setup(task, prior, evaluators, adversary_knowledge(task, prior), cache, dlib, ref)
 
 
 def target_row(name: str, family: str, target: Target, s: Setup, cfg: InversionConfig) -> TargetRow:
@@ -115,8 +119,10 @@ def attack_rows(
                 1 / c,
             )
         )
-    if s.dlib is not None and rec.labels is not None:
-        ident = identity_score(s.dlib, rec.inputs, rec.labels, *s.task.private, c)
+    if s.dlib is not None and s.private_embeddings is not None and rec.labels is not None:
+        ident = identity_score(
+            s.dlib, rec.inputs, rec.labels, s.private_embeddings, s.task.private[1], c
+        )
         k = round(ident.accuracy * len(rec))
         lo, hi = wilson_interval(k, len(rec))
         rows.append(

@@ -99,14 +99,15 @@ def identity_score(
     embedder: DlibEmbedder,
     images: torch.Tensor,
     labels: torch.Tensor,
-    private_x: torch.Tensor,
+    private_embeddings: torch.Tensor,
     private_y: torch.Tensor,
     num_classes: int,
 ) -> IdentityScore:
-    """Nearest-private-image identity accuracy and delta_face of ``images``."""
+    """Nearest-private-image identity accuracy and delta_face of ``images``, given the
+    embeddings of the private images (``embedder(private_x)``, computed once)."""
     if len(images) != len(labels) or not len(images):
         raise ShapeError(f"{len(images)} images for {len(labels)} labels (need >= 1)")
-    e, ref = embedder(images), embedder(private_x)
+    e, ref = embedder(images), private_embeddings
     d = torch.cdist(e, ref)
     hit = (private_y[d.argmin(1)] == labels).double()
     same = private_y[None, :] == labels[:, None]
