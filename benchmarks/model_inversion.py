@@ -148,15 +148,18 @@ def main() -> None:
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "model_inversion.json"
-    summary: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+    new: dict[str, Any] = {}
     if args.only in (None, "adaptive"):
         start = time.perf_counter()
         res = model_inversion_adaptive.run(ModelInversionAdaptiveConfig(**ORL))
-        summary["adaptive"] = summarise_adaptive(_plain(res), time.perf_counter() - start)
+        new["adaptive"] = summarise_adaptive(_plain(res), time.perf_counter() - start)
     if args.only in (None, "atat"):
         start = time.perf_counter()
         res = atat_privacy.run(AtatPrivacyConfig(**ORL))
-        summary["atat"] = summarise_atat(_plain(res), time.perf_counter() - start)
+        new["atat"] = summarise_atat(_plain(res), time.perf_counter() - start)
+    # read the file only now: another run (--only the other part) may have written it
+    summary: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+    summary.update(new)
     path.write_text(json.dumps(to_jsonable(summary), indent=2))
     (OUT / "model_inversion.md").write_text(_markdown(summary))
     print(_markdown(summary))
