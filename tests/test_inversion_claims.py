@@ -58,7 +58,7 @@ def _t(
     hx: float = 0.02,
     hy: float = 0.04,
 ) -> TargetRow:
-    return TargetRow(target, family or target, clean, robust, 0.05, hx, hy)
+    return TargetRow(target, family or target, clean, robust, 0.05, robust, hx, hy)
 
 
 def test_adaptive_at_least_standard_both_sides() -> None:

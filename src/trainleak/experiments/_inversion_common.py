@@ -74,6 +74,7 @@ def target_row(name: str, family: str, target: Target, s: Setup, cfg: InversionC
         target.clean_accuracy,
         prof.accuracy[grid.index(cfg.robust_eps)],
         prof.median_min_eps,
+        sum(prof.accuracy) / len(prof.accuracy),
         hx,
         hy,
     )

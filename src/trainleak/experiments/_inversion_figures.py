@@ -75,15 +75,16 @@ def bars_figure(rows: Sequence[AttackRow], evaluator: str = "standard") -> Figur
 
 
 def scatter_figure(targets: Sequence[TargetRow], rows: Sequence[AttackRow], attack: str) -> Figure:
-    """Robust accuracy (x) against Acc@1 of ``attack`` under the standard evaluator (y)."""
+    """Mean robust accuracy over the epsilon grid (x) against Acc@1 of ``attack`` under the
+    standard evaluator (y)."""
     acc = {r.target: r.acc1 for r in rows if r.attack == attack and r.evaluator == "standard"}
     fig = Figure(figsize=(5, 4))
     ax = fig.subplots()
     for t in targets:
         if t.target in acc:
-            ax.scatter(t.robust_accuracy, acc[t.target])
-            ax.annotate(t.target, (t.robust_accuracy, acc[t.target]), fontsize=7)
-    ax.set_xlabel("PGD robust accuracy")
+            ax.scatter(t.robust_mean, acc[t.target])
+            ax.annotate(t.target, (t.robust_mean, acc[t.target]), fontsize=7)
+    ax.set_xlabel("PGD robust accuracy, mean over the epsilon grid")
     ax.set_ylabel(f"Acc@1 of the {attack} attack")
     fig.tight_layout()
     return fig

@@ -122,12 +122,12 @@ def droplayer_still_inverted(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> Cla
 
 
 def monotone_in_robustness(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> Claim:
-    """Across the standard, AT and AT-AT models, Spearman(robust accuracy, Acc@1) is at least
-    ``min_rho``."""
+    """Across the standard, AT and AT-AT models, Spearman(mean robust accuracy over the epsilon
+    grid, Acc@1) is at least ``min_rho``."""
     text = f"Attack accuracy is monotone in robustness across the AT-AT knob (rho >= {cfg.min_rho})"
     tg, acc = _targets(rows), _acc(rows, "standard")
     names = [t for t in tg if t in acc and tg[t].family in ("standard", "at", "atat")]
-    rho = spearman([tg[t].robust_accuracy for t in names], [acc[t].acc1 for t in names])
+    rho = spearman([tg[t].robust_mean for t in names], [acc[t].acc1 for t in names])
     if math.isnan(rho):
         return not_tested(text, "fewer than three models or a constant sequence", rho=rho)
     return claim(text, rho >= cfg.min_rho, rho=rho, models=names)

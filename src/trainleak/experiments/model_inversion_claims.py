@@ -91,6 +91,8 @@ class TargetRow:
         clean_accuracy: test accuracy on the private classes.
         robust_accuracy: PGD robust accuracy at ``robust_eps``.
         median_min_eps: median smallest grid radius that flips a prediction.
+        robust_mean: mean robust accuracy over the epsilon grid (the robustness the
+            correlation claims use: finer than one radius, where many models sit at 0 or 1).
         hsic_xz, hsic_yz: HSIC of the penultimate features with inputs and labels.
     """
 
@@ -99,6 +101,7 @@ class TargetRow:
     clean_accuracy: float
     robust_accuracy: float
     median_min_eps: float
+    robust_mean: float
     hsic_xz: float
     hsic_yz: float
 
@@ -213,12 +216,12 @@ def evaluators_disagree(rows: Sequence[Row], cfg: object) -> Claim:
 
 
 def leakage_tracks_robustness(rows: Sequence[Row], cfg: ModelInversionAdaptiveConfig) -> Claim:
-    """Spearman correlation between robust accuracy and adaptive Acc@1 (standard evaluator)
-    over all targets is at least ``min_rho``."""
+    """Spearman correlation between mean robust accuracy over the epsilon grid and adaptive
+    Acc@1 (standard evaluator) over all targets is at least ``min_rho``."""
     text = f"Leakage tracks robustness (Spearman rho >= {cfg.min_rho})"
     tg, ada = _targets(rows), _acc(rows, "adaptive")
     common = sorted(set(tg) & set(ada))
-    rho = spearman([tg[t].robust_accuracy for t in common], [ada[t].acc1 for t in common])
+    rho = spearman([tg[t].robust_mean for t in common], [ada[t].acc1 for t in common])
     if math.isnan(rho):
         return not_tested(text, "fewer than three targets or a constant sequence", rho=rho)
     return claim(text, rho >= cfg.min_rho, rho=rho, n=len(common))
