@@ -71,7 +71,9 @@ class MixUp(Standard):
     name: ClassVar[str] = "mixup"
     alpha: float = param(1.0, gt=0)
 
-    def loss(self, model, x, y, box, gen):  # type: ignore[no-untyped-def]
+    def loss(
+        self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, box: Box, gen: torch.Generator
+    ) -> torch.Tensor:
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
         lam = float(np.random.default_rng(seed).beta(self.alpha, self.alpha))
         perm = torch.randperm(len(x), generator=gen)
@@ -89,7 +91,9 @@ class AdversarialTraining(Standard):
     steps: int = param(10, ge=1, integer=True)
     clean_weight: float = param(0.0, ge=0)
 
-    def loss(self, model, x, y, box, gen):  # type: ignore[no-untyped-def]
+    def loss(
+        self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, box: Box, gen: torch.Generator
+    ) -> torch.Tensor:
         adv = pgd(
             model, x, y, eps=self.eps, step=self.step, steps=self.steps, box=box, generator=gen
         )
@@ -108,7 +112,9 @@ class ATAT(Standard):
     steps: int = param(5, ge=1, integer=True)
     weight: float = param(0.08, gt=0)
 
-    def loss(self, model, x, y, box, gen):  # type: ignore[no-untyped-def]
+    def loss(
+        self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, box: Box, gen: torch.Generator
+    ) -> torch.Tensor:
         out = model(x)
         c = int(out.shape[1])
         t = torch.randint(0, c, y.shape, generator=gen)
@@ -134,7 +140,9 @@ class NegativeLabelSmoothing(Standard):
     name: ClassVar[str] = "negls"
     alpha: float = param(-0.05, gt=-1, lt=1)
 
-    def loss(self, model, x, y, box, gen):  # type: ignore[no-untyped-def]
+    def loss(
+        self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, box: Box, gen: torch.Generator
+    ) -> torch.Tensor:
         out = model(x)
         c = int(out.shape[1])
         target = (1 - self.alpha) * F.one_hot(y, c).to(out) + self.alpha / c
@@ -149,7 +157,9 @@ class BiDO(Standard):
     lambda_x: float = param(0.05, ge=0)
     lambda_y: float = param(0.5, ge=0)
 
-    def loss(self, model, x, y, box, gen):  # type: ignore[no-untyped-def]
+    def loss(
+        self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, box: Box, gen: torch.Generator
+    ) -> torch.Tensor:
         out, z = model(x), embed(model, x)
         c = int(out.shape[1])
         dep_x = hsic(x.flatten(1), z)
@@ -164,11 +174,14 @@ class MID(Standard):
     name: ClassVar[str] = "mid"
     beta: float = param(0.01, ge=0)
 
-    def loss(self, model, x, y, box, gen):  # type: ignore[no-untyped-def]
-        if not hasattr(model, "kl"):
-            raise ConfigError("the MID defense needs the 'mid_mlp' architecture (a bottleneck)")
+    def loss(
+        self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, box: Box, gen: torch.Generator
+    ) -> torch.Tensor:
         out = model(x)
-        return F.cross_entropy(out, y) + self.beta * model.kl
+        kl = getattr(model, "kl", None)
+        if not isinstance(kl, torch.Tensor):
+            raise ConfigError("the MID defense needs the 'mid_mlp' architecture (a bottleneck)")
+        return F.cross_entropy(out, y) + self.beta * kl
 
 
 @dataclass(frozen=True, kw_only=True)
