@@ -165,6 +165,8 @@ def test_transfer_freezing_keeps_the_pretrained_layers() -> None:
     assert not torch.equal(none.state["layers.1.weight"], some.state["layers.1.weight"])
     with pytest.raises(ConfigError, match="public data"):
         train_classifier(x, y, CLASSES, _mlp(), defense=tl, settings=TrainSettings(steps=1))
+    with pytest.raises(ConfigError, match="mid_mlp"):
+        train_classifier(x, y, CLASSES, _mlp(), defense=MID(), settings=TrainSettings(steps=1))
 
 
 def test_memorising_and_drop_layer_models() -> None:
