@@ -18,6 +18,7 @@ from release_fixtures import (
     empty_knowledge,
     tiny_binary_checkpoint,
     tiny_broadcast_log,
+    tiny_classifier,
     tiny_collaboration,
     tiny_distilled,
     tiny_honest_update,
@@ -161,6 +162,29 @@ CASES: dict[str, Callable[[], ConformanceCase]] = {
         [{"substitute_steps": 0}, {"substitute_lr": -1.0}, {"batch_size": 0}],
     ),
     "split-whitebox": _case(tiny_split, {"steps": 10}, [{"steps": 0}, {"tv": -1.0}, {"chunk": 0}]),
+    # model inversion (issue 12)
+    "mi-standard": _case(
+        tiny_classifier,
+        {"candidates": 20, "keep": 2, "steps": 3, "final": 1, "selection_transforms": 1},
+        [{"keep": 0}, {"loss": "l2"}, {"final": 9}, {"latent_clip": 0.0}],
+    ),
+    "mi-adaptive": _case(
+        tiny_classifier,
+        {
+            "candidates": 20,
+            "keep": 2,
+            "steps": 3,
+            "final": 1,
+            "selection_transforms": 1,
+            "model_augment": 0,
+        },
+        [{"restarts": 0}, {"select": "entropy"}, {"model_augment": -1}],
+    ),
+    "mi-prior-only": _case(
+        tiny_classifier,
+        {"candidates": 20, "final": 1, "selection_transforms": 1},
+        [{"candidates": 0}, {"select": "loss"}],
+    ),
     "prototypes": _case(
         _gaussian_prototypes,
         {"max_candidates": 4},

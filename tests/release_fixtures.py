@@ -17,6 +17,7 @@ from trainleak.defenses.split_learning import KDUFSL
 from trainleak.models.registry import build_model, model_spec
 from trainleak.models.split import SplitSpec
 from trainleak.releases.checkpoint import Checkpoint
+from trainleak.releases.classifier import ClassifierRelease
 from trainleak.releases.collaboration import SharedRepresentations
 from trainleak.releases.distilled import DistilledSet
 from trainleak.releases.dp import DPTrajectory, PrivateRegression
@@ -26,6 +27,7 @@ from trainleak.releases.split_learning import SmashedDefenseSpec, SplitTranscrip
 from trainleak.releases.unlearning import BroadcastLog, DeletionTranscript
 from trainleak.scenarios.distillation_bank import build_shadow_bank
 from trainleak.scenarios.probing_client import ProbingClient
+from trainleak.systems.classifier import PriorSettings, TrainSettings, train_classifier, train_prior
 from trainleak.systems.collaboration.parties import DCParty, collaborate
 from trainleak.systems.distillation import DCConfig, DMConfig, distill
 from trainleak.systems.federated.client import fedsgd_update
@@ -243,3 +245,28 @@ def tiny_split(
     run, x_priv, aux = _tiny_split(defense_k, sigma)
     know = Knowledge(prior=aux, value_range=(0.0, 1.0), input_shape=(1, 8, 8))
     return run.transcript, know, x_priv[run.row_index]
+
+
+@lru_cache(maxsize=1)
+def tiny_classifier() -> tuple[ClassifierRelease, Knowledge]:
+    """An MLP trained on 300 digits of classes 0-4 (8x8) and an adversary with a small VAE
+    prior trained on 300 digits of classes 5-9 (model inversion)."""
+    ds = load_digits()
+    priv, pub = ds.y < 5, ds.y >= 5
+    x, y = ds.x[priv][:300], ds.y[priv][:300]
+    px, py = ds.x[pub][:300], ds.y[pub][:300] - 5
+    spec = model_spec("mlp", input_shape=(1, 8, 8), hidden=[32], out_dim=5)
+    release = train_classifier(
+        x, y, tuple("01234"), spec, settings=TrainSettings(steps=150), seed=0
+    ).release
+    prior = train_prior(
+        px, PriorSettings(latent_dim=4, hidden=(32,), steps=150), public_classes=tuple("56789")
+    )
+    knowledge = Knowledge(
+        input_shape=(1, 8, 8),
+        value_range=(0.0, 1.0),
+        label_set=tuple(range(5)),
+        auxiliary=(px, py),
+        generative_prior=prior,
+    )
+    return release, knowledge
