@@ -37,6 +37,8 @@ from trainleak.releases.knowledge import Knowledge
 from trainleak.validation import param
 
 Optimizer = Literal["sgd", "adam"]
+MultiplierScale = Literal["fit", "mean"]
+Residual = Literal["relative", "absolute"]
 
 
 @register_attack
@@ -56,6 +58,13 @@ class KKTReconstruction(Attack[Checkpoint]):
         bound_weight: weight of the penalty keeping candidates inside ``value_range``.
         lambda_weight: weight of the multiplier penalty.
         optimizer: ``sgd`` (with momentum, as the paper) or ``adam``.
+        multiplier_scale: how the multipliers enter the combination: ``fit`` multiplies them
+            by the least-squares scale of the initial combination; ``mean`` divides the
+            combination by the number of candidates (Haim et al.'s parametrisation, in which
+            ``lambda_min`` forces every candidate to carry a share of theta).
+        residual: ``relative`` divides the KKT residual by ||theta||^2; ``absolute`` does not
+            (Haim et al.), which sets how strongly the KKT term weighs against the penalties
+            and how large a step ``lr_x`` makes.
         target: the stationarity target (see :mod:`.targets`): ``l2`` for GD/SGD, ``spectral``
             or ``spectral_psd`` for Muon, ``linf`` for Adam and Signum; ``auto`` reads the
             checkpoint's optimizer metadata (``l2`` when it has none).
@@ -86,6 +95,8 @@ class KKTReconstruction(Attack[Checkpoint]):
     bound_weight: float = param(1.0, ge=0)
     lambda_weight: float = param(5.0, ge=0)
     optimizer: Optimizer = param("sgd", choices=Optimizer)
+    multiplier_scale: MultiplierScale = param("fit", choices=MultiplierScale)
+    residual: Residual = param("relative", choices=Residual)
     target: Literal["auto", "l2", "spectral", "spectral_psd", "linf"] = param(
         "auto", choices=("auto", *TARGETS)
     )
@@ -171,7 +182,15 @@ class KKTProblem:
             self.mask[torch.arange(m), self.labels] = 0.0
         self.lam = torch.rand(m, n_mult, generator=generator).requires_grad_()
         self.lambda_scale = 1.0
-        self.lambda_scale = self._fit_lambda_scale()
+        if hp.multiplier_scale == "fit":
+            self.lambda_scale = self._fit_lambda_scale()
+        else:
+            self.lambda_scale = 1.0 / m
+        self.kkt_weight = (
+            sum(float((t.detach() ** 2).sum()) for t in self.theta)
+            if hp.residual == "absolute"
+            else 1.0
+        )
 
     def lam_eff(self) -> torch.Tensor:
         return torch.relu(self.lam) * self.mask * self.lambda_scale
@@ -203,7 +222,7 @@ class KKTProblem:
         kkt = self.target.residual(self.combination())
         bounds = (torch.relu(self.x - self.hi) ** 2 + torch.relu(self.lo - self.x) ** 2).sum()
         lam_pen = (torch.relu(self.hp.lambda_min - self.lam) ** 2 * self.mask).sum()
-        total = kkt + self.hp.bound_weight * bounds + self.hp.lambda_weight * lam_pen
+        total = self.kkt_weight * kkt + self.hp.bound_weight * bounds + self.hp.lambda_weight * lam_pen
         return total, kkt
 
     def optimise(self, progress: Progress | None) -> list[dict[str, float]]:
