@@ -57,6 +57,11 @@ REF = {
 CONFIGS: dict[str, dict[str, Any]] = {
     "former experiment default (adam)": OLD,
     "former default, gate 19.2": OLD | {"relu_alpha": 19.2},
+    "former default, init 0.00174": OLD | {"init_std": 0.00174},
+    "former default, lr 0.003": OLD | {"lr_x": 0.003},
+    "former default, multiplier lr 1e-4": OLD | {"lr_lambda": 1e-4},
+    "former default, mean scale, lambda_min 0.415": OLD
+    | {"multiplier_scale": "mean", "lambda_min": 0.415},
     "new default": {},
     "reference settings": REF,
     "ref, fitted multiplier scale": REF | {"multiplier_scale": "fit"},
