@@ -63,6 +63,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "former default, mean scale, lambda_min 0.415": OLD
     | {"multiplier_scale": "mean", "lambda_min": 0.415},
     "new default": {},
+    "new default, gate 5": {"relu_alpha": 5.0},
+    "new default, gate 10": {"relu_alpha": 10.0},
+    "new default, gate 40": {"relu_alpha": 40.0},
     "reference settings": REF,
     "ref, fitted multiplier scale": REF | {"multiplier_scale": "fit"},
     "ref, relative residual": REF | {"residual": "relative"},
@@ -89,15 +92,17 @@ PUBLISHED = {
 def checkpoint(dataset: str, cache: Path, data_dir: str | None) -> tuple[Checkpoint, Any]:
     """The released checkpoint (trained once, then read from ``cache``) and its task."""
     c = CHECKPOINTS[dataset]
-    task = load_task(
-        dataset, per_class=50, seed=0, split_seed=0, pool=c["pool"], data_dir=data_dir
-    )
+    task = load_task(dataset, per_class=50, seed=0, split_seed=0, pool=c["pool"], data_dir=data_dir)
     path = cache / f"{dataset}_{c['pool']}_{c['init_scale']}_{c['train_steps']}"
     if (path / "weights.safetensors").is_file():
         return Checkpoint.load(path), task
-    cfg = KKTConfig(dataset=dataset, per_class=50, hidden=[1000], pool=c["pool"], **{
-        k: c[k] for k in ("init_scale", "train_steps")
-    })
+    cfg = KKTConfig(
+        dataset=dataset,
+        per_class=50,
+        hidden=[1000],
+        pool=c["pool"],
+        **{k: c[k] for k in ("init_scale", "train_steps")},
+    )
     ckpt, _ = _train(cfg, task.model_x, task.y, 0, None)
     ckpt.save(path)
     return ckpt, task
