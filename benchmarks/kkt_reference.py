@@ -66,6 +66,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "new default, gate 5": {"relu_alpha": 5.0},
     "new default, gate 10": {"relu_alpha": 10.0},
     "new default, gate 40": {"relu_alpha": 40.0},
+    "new default, multiplier lr 1e-4": {"lr_lambda": 1e-4},
     "reference settings": REF,
     "ref, fitted multiplier scale": REF | {"multiplier_scale": "fit"},
     "ref, relative residual": REF | {"residual": "relative"},
