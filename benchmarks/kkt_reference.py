@@ -151,7 +151,9 @@ def markdown(rec: dict[str, Any]) -> str:
         "(100 MNIST odd/even images, 784-1000-1, init 0.001, 30,000 GD steps); `digits` is the "
         "default demo of `trainleak run kkt-reconstruction` (100 images, 64-1000-1, init 0.03, "
         "20,000 GD steps). Scores: SSIM after NCC matching and specificity, as in the "
-        "experiment. Wall seconds on a shared two-core machine (load varies between rows).",
+        "experiment. Wall seconds on a shared two-core machine (load varies between rows). "
+        "`new default` (the attack's and the experiment's defaults since issue 11) has the "
+        "settings of `former default, gate 19.2`.",
         "",
         "Reference code on the mnist checkpoint, 200 candidates, 5000 iterations (issue 11, "
         "not rerun here): "
