@@ -123,6 +123,7 @@ def _attack(
         steps=cfg.attack_steps,
         optimizer="adam",
         lr_x=0.01,
+        relu_alpha=150.0,  # the gate these claims were measured with (issue 11 kept it)
         target=target,  # type: ignore[arg-type]
         log_every=cfg.attack_steps,
     )
