@@ -15,6 +15,7 @@ import time
 
 from trainleak.experiments._inversion_common import Setup, attack_rows, attacks, setup, target_row
 from trainleak.experiments._inversion_figures import bars_figure, class_grid, scatter_figure
+from trainleak.experiments._inversion_risk import risk_of
 from trainleak.experiments.atat_privacy_claims import ATAT_CLAIMS
 from trainleak.experiments.base import Result, evaluate_claims, experiment, rows_table
 from trainleak.experiments.model_inversion_claims import (
@@ -82,6 +83,7 @@ def run(cfg: AtatPrivacyConfig, progress: Progress | None = None) -> Result:
             progress("models", i + 1, len(models))
     res = Result(experiment="atat-privacy", config=cfg.model_dump())
     res.claims = evaluate_claims(ATAT_CLAIMS, rows, cfg)
+    res.risk = risk_of(rows, cfg)
     res.metrics["total_s"] = time.perf_counter() - start
     attack = [r for r in rows if isinstance(r, AttackRow)]
     targets = [r for r in rows if isinstance(r, TargetRow)]

@@ -14,6 +14,7 @@ import time
 import torch
 from matplotlib.figure import Figure
 
+from trainleak.experiments._lm_risk import risk_of
 from trainleak.experiments.base import Result, evaluate_claims, experiment, rows_table
 from trainleak.experiments.lm_membership_claims import (
     CLAIMS,
@@ -141,6 +142,7 @@ def run(cfg: LMMembershipConfig, progress: Progress | None = None) -> Result:
     rows: list[Row] = [*method_rows(out, cfg), *comparison_rows(out, cfg), *step_rows(out)]
     res = Result(experiment="lm-membership", config=cfg.model_dump())
     res.claims = evaluate_claims(CLAIMS, rows, cfg)
+    res.risk = risk_of(rows, cfg)
     for name, kind in (
         ("scores", MethodRow),
         ("comparisons", ComparisonRow),

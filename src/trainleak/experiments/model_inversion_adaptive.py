@@ -28,6 +28,7 @@ from trainleak.experiments._inversion_figures import (
     prior_grid,
     scatter_figure,
 )
+from trainleak.experiments._inversion_risk import risk_of
 from trainleak.experiments.base import Result, evaluate_claims, experiment, rows_table
 from trainleak.experiments.model_inversion_claims import (
     ADAPTIVE_CLAIMS,
@@ -95,6 +96,7 @@ def run(cfg: ModelInversionAdaptiveConfig, progress: Progress | None = None) -> 
         )
     res = Result(experiment="model-inversion-adaptive", config=cfg.model_dump())
     res.claims = evaluate_claims(ADAPTIVE_CLAIMS, rows, cfg)
+    res.risk = risk_of(rows, cfg)
     res.metrics["total_s"] = time.perf_counter() - start
     _tables(res, rows)
     res.images.update(images)  # type: ignore[arg-type]

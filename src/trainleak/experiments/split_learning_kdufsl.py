@@ -31,6 +31,7 @@ from trainleak.attacks.split_learning import (
 )
 from trainleak.bounds.split_learning import smashed_dp_epsilon
 from trainleak.experiments._distillation_figures import tile
+from trainleak.experiments._split_risk import risk_of
 from trainleak.experiments.base import Result, evaluate_claims, experiment, rows_table
 from trainleak.experiments.split_learning_kdufsl_claims import (
     CLAIMS,
@@ -185,6 +186,7 @@ def run(cfg: SplitLearningKDUFSLConfig, progress: Progress | None = None) -> Res
         rows += _dataset_rows(cfg, task, images, progress)
     res = Result(experiment="split-learning-kdufsl", config=cfg.model_dump())
     res.claims = evaluate_claims(CLAIMS, rows, cfg)
+    res.risk = risk_of(rows, cfg)
     res.tables["utility"] = rows_table(r for r in rows if isinstance(r, UtilityRow))
     res.tables["attacks"] = rows_table(r for r in rows if isinstance(r, AttackRow))
     res.images.update(images)

@@ -20,6 +20,7 @@ from trainleak.attacks.transformer.bag_of_words import BagOfWords
 from trainleak.attacks.transformer.dager import Dager
 from trainleak.attacks.transformer.gradient_matching import GradientMatching
 from trainleak.attacks.transformer.tiger import Tiger
+from trainleak.experiments._transformer_risk import risk_of
 from trainleak.experiments.base import Result, evaluate_claims, experiment, rows_table
 from trainleak.experiments.transformer_inversion_claims import (
     CLAIMS,
@@ -194,6 +195,7 @@ def run(cfg: TransformerInversionConfig, progress: Progress | None = None) -> Re
             progress("models", cfg.models.index(model) + 1, len(cfg.models))
     result = Result("transformer-gradient-inversion", cfg.model_dump())
     result.claims = evaluate_claims(CLAIMS, rows, cfg)
+    result.risk = risk_of(rows, cfg)
     result.tables["cells"] = rows_table(rows)
     result.tables["recovered_sentences"] = sentences
     result.figures["rouge1_vs_noise"] = _figure(
