@@ -11,7 +11,9 @@ identities at 32 x 32, dlib identity evaluator on) and summarises the issue's ta
 
 Writes ``benchmarks/results/model_inversion.json`` and ``.md``. Run from the repository root:
 ``TRAINLEAK_DATA=../shared/data OMP_NUM_THREADS=1 .venv/bin/python benchmarks/model_inversion.py``
-(``--only adaptive`` or ``--only atat`` runs one experiment and merges into the JSON).
+(``--only adaptive`` or ``--only atat`` runs one experiment and merges into the JSON;
+``--targets``, ``--atat-weights`` and ``--atat-eps`` reduce the sweeps, as the recorded results
+did on the shared machine).
 """
 
 from __future__ import annotations
@@ -145,17 +147,31 @@ def _plain(res: Result) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", choices=["adaptive", "atat"], default=None)
+    parser.add_argument(
+        "--targets",
+        nargs="+",
+        default=None,
+        help="model-inversion-adaptive targets (default: all eight)",
+    )
+    parser.add_argument("--atat-weights", nargs="+", type=float, default=None)
+    parser.add_argument("--atat-eps", nargs="+", type=float, default=None)
     args = parser.parse_args()
+    ada_cfg: dict[str, Any] = {**ORL, **({"targets": args.targets} if args.targets else {})}
+    atat_cfg: dict[str, Any] = dict(ORL)
+    if args.atat_weights:
+        atat_cfg["atat_weights"] = args.atat_weights
+    if args.atat_eps:
+        atat_cfg["atat_eps"] = args.atat_eps
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "model_inversion.json"
     new: dict[str, Any] = {}
     if args.only in (None, "adaptive"):
         start = time.perf_counter()
-        res = model_inversion_adaptive.run(ModelInversionAdaptiveConfig(**ORL))
+        res = model_inversion_adaptive.run(ModelInversionAdaptiveConfig(**ada_cfg))
         new["adaptive"] = summarise_adaptive(_plain(res), time.perf_counter() - start)
     if args.only in (None, "atat"):
         start = time.perf_counter()
-        res = atat_privacy.run(AtatPrivacyConfig(**ORL))
+        res = atat_privacy.run(AtatPrivacyConfig(**atat_cfg))
         new["atat"] = summarise_atat(_plain(res), time.perf_counter() - start)
     # read the file only now: another run (--only the other part) may have written it
     summary: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
