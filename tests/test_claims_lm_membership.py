@@ -96,3 +96,13 @@ def test_lm_membership_default_run():
     exp = available_experiments()["lm-membership"]
     res = exp.run(exp.make_config({}))
     assert len(res.claims) == 4 and "rl_steps" in res.tables
+
+
+def test_lm_membership_config_refuses_bad_values():
+    from trainleak.errors import ConfigError
+    from trainleak.experiments import available_experiments
+
+    exp = available_experiments()["lm-membership"]
+    for bad in ({"n_members": 1}, {"rl_steps": 0}, {"minkpp_k": 0.0}, {"unknown": 1}):
+        with pytest.raises(ConfigError):
+            exp.make_config(bad)
