@@ -13,16 +13,18 @@ from typing import Any
 
 import torch
 
-from language_fixtures import tiny_language
+from language_fixtures import tiny_language, tiny_transformer_update
 from release_fixtures import (
     empty_knowledge,
     tiny_binary_checkpoint,
     tiny_broadcast_log,
+    tiny_classifier,
     tiny_collaboration,
     tiny_distilled,
     tiny_honest_update,
     tiny_malicious_update,
     tiny_regression,
+    tiny_split,
     tiny_trajectory,
     tiny_transcript,
     tiny_two_layer_checkpoint,
@@ -148,6 +150,41 @@ CASES: dict[str, Callable[[], ConformanceCase]] = {
         tiny_distilled, {**_SURROGATE_FAST, "shadows": 2}, [{"shadows": 1}, {"surrogate_lr": -1.0}]
     ),
     "ira-recovery": _case(tiny_distilled, {}, [{"aux_eval": 1}]),
+    # split learning (seed 15)
+    "split-inverse-network": _case(
+        tiny_split,
+        {"steps": 20},
+        [{"steps": 0}, {"lr": 0.0}, {"head": "initial"}, {"width": 0}],
+    ),
+    "split-fora": _case(
+        tiny_split,
+        {"steps": 10, "substitute_steps": 5},
+        [{"substitute_steps": 0}, {"substitute_lr": -1.0}, {"batch_size": 0}],
+    ),
+    "split-whitebox": _case(tiny_split, {"steps": 10}, [{"steps": 0}, {"tv": -1.0}, {"chunk": 0}]),
+    # model inversion (issue 12)
+    "mi-standard": _case(
+        tiny_classifier,
+        {"candidates": 20, "keep": 2, "steps": 3, "final": 1, "selection_transforms": 1},
+        [{"keep": 0}, {"loss": "l2"}, {"final": 9}, {"latent_clip": 0.0}],
+    ),
+    "mi-adaptive": _case(
+        tiny_classifier,
+        {
+            "candidates": 20,
+            "keep": 2,
+            "steps": 3,
+            "final": 1,
+            "selection_transforms": 1,
+            "model_augment": 0,
+        },
+        [{"restarts": 0}, {"select": "entropy"}, {"model_augment": -1}],
+    ),
+    "mi-prior-only": _case(
+        tiny_classifier,
+        {"candidates": 20, "final": 1, "selection_transforms": 1},
+        [{"candidates": 0}, {"select": "loss"}],
+    ),
     "prototypes": _case(
         _gaussian_prototypes,
         {"max_candidates": 4},
@@ -162,4 +199,17 @@ CASES: dict[str, Callable[[], ConformanceCase]] = {
     ),
     "adra": _case(tiny_language, _LM_RL, [{"steps": -1}, {"group": 1}, {"kl": -1.0}]),
     "adra-plus": _case(tiny_language, _LM_RL, [{"prior_k": 0.0}, {"lr": 0.0}]),
+    # transformer gradient inversion (issue 14)
+    "dager": _case(
+        tiny_transformer_update, {}, [{"l1_threshold": 0.0}, {"rank": "all"}, {"beam_width": 0}]
+    ),
+    "tiger": _case(
+        tiny_transformer_update,
+        {"steps": 20, "sweeps": 1},
+        [{"steps": -1}, {"layer_weights": (1.0,)}, {"parametrization": "logits"}, {"lr": 0.0}],
+    ),
+    "bag-of-words": _case(tiny_transformer_update, {}, [{"relative_floor": 0.0}]),
+    "gradient-matching": _case(
+        tiny_transformer_update, {"steps": 2}, [{"steps": 0}, {"temperature": 0.0}]
+    ),
 }

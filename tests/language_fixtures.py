@@ -1,19 +1,31 @@
-"""Tiny language-model releases for fast tests (seconds): a word tokenizer on a toy corpus, a
-base model pre-trained briefly on public sentences, and a release fine-tuned hard on members."""
+"""Tiny language-model fixtures for fast tests (seconds), on the LM substrate.
+
+Membership (issue 15): a word tokenizer on a toy corpus, a base model pre-trained briefly on
+public sentences, and a release fine-tuned hard on members. Transformer gradients (issue 14):
+tiny random BERT and GPT-2 models (with trained-like LayerNorms) over a word tokenizer, and
+FedSGD releases of them.
+"""
 
 from __future__ import annotations
 
 import copy
+import functools
 from functools import lru_cache
+
+import torch
 
 from trainleak.models.language import (
     LanguageModel,
     fine_tune,
     tiny_causal_lm,
+    tiny_encoder,
     train_word_tokenizer,
 )
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.language import LanguageModelRelease
+from trainleak.releases.transformer_update import TransformerUpdate
+from trainleak.scenarios.transformer_gradients import client_release, trained_like
+from trainleak.systems.transformer_clients import TextBatch
 
 _NOUNS = ["cat", "dog", "bird", "horse", "fish", "fox", "owl", "bear", "wolf", "mouse"]
 _PLACES = ["garden", "river", "forest", "city", "field", "market", "valley", "harbour"]
@@ -50,3 +62,88 @@ def tiny_language() -> tuple[LanguageModelRelease, Knowledge]:
     """The toy release and a knowledge of its unlabelled candidate pool (conformance)."""
     release, texts, _ = toy_language_release()
     return release, Knowledge(candidate_texts=texts)
+
+
+WORDS = [
+    "the",
+    "a",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "with",
+    "as",
+    "by",
+    "at",
+    "from",
+    "his",
+    "her",
+    "it",
+    "that",
+    "this",
+    "film",
+    "series",
+    "game",
+    "song",
+    "album",
+    "river",
+    "city",
+    "war",
+    "team",
+    "season",
+    "year",
+    "first",
+    "new",
+    "old",
+    "played",
+    "wrote",
+    "built",
+    "opened",
+    "moved",
+    "won",
+    "lost",
+    "began",
+    "ended",
+]
+
+
+def random_texts(count: int, seed: int, low: int = 3, high: int = 6) -> list[str]:
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(count):
+        n = int(torch.randint(low, high + 1, (1,), generator=g))
+        out.append(" ".join(WORDS[int(i)] for i in torch.randint(len(WORDS), (n,), generator=g)))
+    return out
+
+
+@functools.cache
+def _tokenizer():  # type: ignore[no-untyped-def]
+    return train_word_tokenizer([" ".join(WORDS)], 64, 0)
+
+
+def tiny_bert(seed: int = 0, width: int = 64) -> LanguageModel:
+    lm = tiny_encoder(
+        _tokenizer(), num_labels=2, n_layer=3, hidden=width, heads=2, max_length=16, seed=seed
+    )
+    return trained_like(lm, seed, 0.1)
+
+
+def tiny_gpt2(seed: int = 0, width: int = 64) -> LanguageModel:
+    lm = tiny_causal_lm(_tokenizer(), n_layer=2, n_embd=width, n_head=2, max_length=16, seed=seed)
+    return trained_like(lm, seed)
+
+
+def tiny_release(
+    kind: str = "encoder", batch: int = 3, length: int = 8, noise: float = 0.0, seed: int = 0
+) -> tuple[TextBatch, TransformerUpdate]:
+    lm = tiny_bert() if kind == "encoder" else tiny_gpt2()
+    return client_release(lm, random_texts(batch, seed), length, noise=noise, seed=seed)
+
+
+def tiny_transformer_update() -> tuple[TransformerUpdate, Knowledge]:
+    """A noiseless encoder release of 2 sequences (conformance)."""
+    return tiny_release(batch=2, length=6)[1], Knowledge()

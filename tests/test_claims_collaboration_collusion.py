@@ -31,6 +31,7 @@ def _r(
         dataset=DS, sweep="tradeoff", parties=4, sigma=sigma, tau=tau, accuracy=acc,
         inversion_linkage=link, inversion_error=1e-15 if sigma == tau == 0 else 0.5,
         procrustes_linkage=link, procrustes_error=0.1, pivot_linkage=link, pivot_error=0.1,
+        targets=150,
     )  # fmt: skip
     return CollusionRow(**(base | kw))
 

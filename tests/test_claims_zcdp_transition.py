@@ -29,7 +29,7 @@ def _sweep(tag: str, d: int, unit: int, crossing: float, bound: bool = True) -> 
         cos = 1.0 if r >= crossing else 0.0
         mse = 0.05 if cos else 1.0
         rows.append(
-            TransitionRow(tag, d, r * unit, r, mse, 0.01, cos, 0.5 * mse if bound else None)
+            TransitionRow(tag, d, r * unit, r, mse, 0.01, cos, 30, 0, 0.5 * mse if bound else None)
         )
     return rows
 

@@ -93,7 +93,8 @@ def test_missing_extra_is_marked_and_names_the_install(
     recording a row; `trainleak list` did not say that it needs an extra."""
     real = experiments_base._installed
     monkeypatch.setattr(experiments_base, "_installed", lambda m: m != "opacus" and real(m))
-    listed = runner.invoke(cli.app, ["list"])
+    # a wide terminal, so the table does not wrap the install line across cell rows
+    listed = runner.invoke(cli.app, ["list"], env={"COLUMNS": "240"})
     assert listed.exit_code == 0
     assert " ".join(listed.stdout.split()).count("pip install 'trainleak[dp]'") == 1
     text = _cli_error(tmp_path, "run", "dpsgd-distortion-bound")

@@ -112,3 +112,6 @@ def test_experiment_runs_small_config() -> None:
     assert "orl_tradeoff" not in result.tables  # no ORL data: that part is skipped
     assert result.tables["synthetic_tradeoff"][0]["inversion_linkage"] == 1.0
     assert result.claims[0].holds and result.claims[-1].holds
+    card = result.risk  # the noiseless anchor inversion links every record
+    assert card is not None and card.level == "high" and card.attack is not None
+    assert card.attack.recovered == card.attack.of and "sigma 0, tau 0" in card.release

@@ -117,3 +117,5 @@ def test_experiment_runs_small_config() -> None:
     row = [r for r in result.tables["recovery"] if r["k"] == 51][0]
     assert row["fresh"] > 0.99 and row["protected"] < 0.8
     assert result.claims[0].holds
+    card = result.risk
+    assert card is not None and card.level == "high" and "after 51 deletions" in card.release

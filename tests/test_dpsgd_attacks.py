@@ -14,6 +14,7 @@ from trainleak.attacks.informed import (
 from trainleak.attacks.informed._trajectory import TrajectoryModel
 from trainleak.bounds.dpsgd import Schedule, dpsgd_distortion_bound
 from trainleak.errors import ConfigError, MissingKnowledgeError, ReleaseTypeError
+from trainleak.metrics.intervals import mean_upper_bound
 from trainleak.releases.knowledge import Knowledge
 
 
@@ -67,7 +68,9 @@ def test_bound_stays_below_every_attack_over_seeds_and_noise() -> None:
                 rec = MAPTrajectoryAttack(steps=3, restarts=2)(release, know)
                 errors["map"].append(_mse(rec.inputs, t))
         for name, errs in errors.items():
-            assert bound <= sum(errs) / len(errs), (sigma, name, bound, errs)
+            # validity over targets, on intervals: the bound must not exceed the one-sided 95%
+            # upper limit of the attack's expected error (a mean alone would hide the spread)
+            assert bound <= mean_upper_bound(errs), (sigma, name, bound, errs)
         assert bound > 0 or sigma < 1.0  # non-trivial wherever the leakage is moderate
 
 

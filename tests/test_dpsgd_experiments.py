@@ -23,6 +23,7 @@ def test_dpsgd_distortion_bound_tiny() -> None:
         "concentrating"
     ]
     assert "mse_vs_epsilon" in res.figures
+    assert res.risk is not None and res.risk.bound is not None and res.risk.bound.general
 
 
 def test_zcdp_transition_tiny() -> None:
@@ -32,3 +33,6 @@ def test_zcdp_transition_tiny() -> None:
     res = exp.run(cfg)
     assert res.claims[0].holds  # the bound stays below the attack everywhere
     assert {r["setting"] for r in res.tables["transition"]} >= {"sphere", "subspace:known"}
+    card = res.risk  # at rho/d = 1000 the informed attack recovers the records
+    assert card is not None and card.level == "high" and card.attack is not None
+    assert card.attack.of == 30 and card.attack.recovered > 15

@@ -34,7 +34,11 @@ def digits_release() -> tuple[torch.Tensor, torch.Tensor, Checkpoint, Knowledge]
 def test_trained_release_beats_untrained_control_and_mean_image(digits_release) -> None:  # type: ignore[no-untyped-def]
     """The reconstructions come from the trained weights, not from the attack's prior."""
     x, mean, ckpt, knowledge = digits_release
-    attack = KKTReconstruction(n_candidates=200, steps=1000, optimizer="adam", lr_x=0.01)
+    # gate 150: with the default gate 19.2 the control reaches SSIM >= 0.4 on 66 of these 8x8
+    # digits (15 with gate 150); the default's control is pinned at SSIM >= 0.6 below
+    attack = KKTReconstruction(
+        n_candidates=200, steps=1000, optimizer="adam", lr_x=0.01, relu_alpha=150.0
+    )
     rec = attack(ckpt, knowledge, seed=0)
     assert rec.diagnostics["kkt_loss_final"] < 0.01 * rec.diagnostics["kkt_loss_initial"]
     assert ckpt.initial is not None
@@ -73,3 +77,16 @@ def test_non_homogeneous_architecture_is_refused() -> None:
     ckpt = Checkpoint(architecture=spec, final=dict(state))
     with pytest.raises(ConfigError, match="homogeneous"):
         KKTReconstruction(steps=1)(ckpt, Knowledge(input_shape=(4,), value_range=(-1.0, 1.0)))
+
+
+def test_default_settings_pin_the_issue_11_strength(digits_release) -> None:  # type: ignore[no-untyped-def]
+    """Defaults (Adam, gate 19.2) at 600 steps, seed 0: measured 35 images at SSIM >= 0.6 of 100
+    (seed 1: 38); the former gate 150 gave 25 (seed 1: 27). The bar sits between them. The
+    untrained control under the defaults: 3 at SSIM >= 0.6 (1000 steps)."""
+    x, mean, ckpt, knowledge = digits_release
+    attack = KKTReconstruction(n_candidates=200, steps=600)
+    scores = evaluate_reconstruction(x, attack(ckpt, knowledge, seed=0).inputs, offset=mean)
+    assert scores.counts[0.6] >= 30
+    assert ckpt.initial is not None
+    ctrl = attack(replace(ckpt, final=ckpt.initial), knowledge, seed=0)
+    assert evaluate_reconstruction(x, ctrl.inputs, offset=mean).counts[0.6] <= 12

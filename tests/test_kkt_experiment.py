@@ -35,6 +35,9 @@ def test_tiny_run_produces_rows_claims_and_grid() -> None:
     assert len(result.claims) == len(CLAIMS)
     assert result.images["reconstruction_grid"].ndim in (2, 3)
     assert "training_and_attack" in result.figures
+    card = result.risk  # one checkpoint per seed; the card names the riskiest one
+    assert card is not None and card.attack is not None and "of 2 releases" in card.release
+    assert card.attack.of == 12 and card.attack.baseline_recovered is not None
     # every two-seed comparison was decided by a paired interval, not by means
     tests = [c.evidence.get("test", "") for c in result.claims if "attack" in c.evidence]
     assert tests and all("paired t over 2 seeds" in t for t in tests)

@@ -38,13 +38,13 @@ def _rows(err: Field = _err, sr: Field | None = None, hull: Field | None = None,
     hull = hull or (lambda n, m, s: 0.05 + 0.3 * ("O" in m) + _jitter(s))
     sweep_hull = sweep_hull or (lambda t, s: 0.05 + 0.5 * t + abs(_jitter(s)))
     rows = [
-        RunRow(n, m, 0.01, s, False, err(n, m, s), sr(n, m, s), hull(n, m, s), 1e-6)
+        RunRow(n, m, 0.01, s, False, err(n, m, s), sr(n, m, s), hull(n, m, s), 1e-6, n, 0)
         for n in SIZES for m in MASK_NAMES for s in SEEDS
     ]  # fmt: skip
     rows = [dataclasses.replace(r, outside_hull=sweep_hull(0.01, r.seed))
             if r.size == max(SIZES) and r.mask == "S" else r for r in rows]  # fmt: skip
     rows += [
-        RunRow(max(SIZES), "S", t, s, True, 0.2, 0.6, sweep_hull(t, s), 1e-6)
+        RunRow(max(SIZES), "S", t, s, True, 0.2, 0.6, sweep_hull(t, s), 1e-6, 1, 0)
         for t in TAUS if t != 0.01 for s in SEEDS
     ]  # fmt: skip
     return rows

@@ -10,7 +10,7 @@ import pytest
 
 from trainleak.audit import write_report
 from trainleak.audit.serialize import dumps
-from trainleak.experiments.fedsgd_batch_recovery import RecoveryRow
+from trainleak.experiments.fedsgd_batch_recovery import FedSGDRecoveryConfig, RecoveryRow
 from trainleak.experiments.fedsgd_batch_recovery import risk_of as fedsgd_risk
 from trainleak.experiments.risk import (
     AttackFinding,
@@ -124,6 +124,9 @@ def test_report_shows_the_card_first_and_the_plot(tmp_path: Path) -> None:
     assert "no run has its strongest attack and its strongest bound on one scale" in only_b
 
 
+CFG = FedSGDRecoveryConfig()
+
+
 def _row(attack: str, b: int, rate: float, certified: float) -> RecoveryRow:
     return RecoveryRow(
         dataset="mnist", attack=attack, model="malicious", groups=3, train_steps=None, trial=0,
@@ -136,13 +139,14 @@ def _row(attack: str, b: int, rate: float, certified: float) -> RecoveryRow:
 def test_fedsgd_experiment_card_names_the_strongest_update() -> None:
     rows = [_row("imprint", 128, 0.5, 0.0), _row("erasure-decoding-active", 64, 1.0, 1.0),
             _row("erasure-decoding-active", 128, 0.9, 0.9)]  # fmt: skip
-    card = fedsgd_risk(rows)
+    card = fedsgd_risk(rows, CFG)
     assert card.level == "high" and card.attack is not None
-    assert card.attack.recovered == 115 and "B=128" in card.attack.attack  # 0.9 x 128 > 64
+    assert card.attack.recovered == 115 and "batch of 128" in card.release  # 0.9 x 128 > 64
+    assert "riskiest of 3 releases" in card.release
     assert card.attack.certified == 115
     tie = fedsgd_risk(
-        [_row("imprint", 64, 1.0, 0.0), _row("erasure-decoding-active", 64, 1.0, 1.0)]
+        [_row("imprint", 64, 1.0, 0.0), _row("erasure-decoding-active", 64, 1.0, 1.0)], CFG
     )
     assert tie.attack is not None and tie.attack.attack.startswith("erasure")  # certified wins
-    nothing = fedsgd_risk([_row("imprint", 64, 0.0, 0.0)])
+    nothing = fedsgd_risk([_row("imprint", 64, 0.0, 0.0)], CFG)
     assert nothing.level == "unproven" and nothing.bound is None

@@ -210,5 +210,6 @@ def test_experiment_runs_small_config() -> None:
     ]
     assert all(r["label_acc"] == 1.0 for r in fp64 if r["diversity"] == "all")
     assert result.claims and all(c.evidence for c in result.claims)
+    assert result.risk is not None and result.risk.level == "high"  # float64: exact
     with pytest.raises(ConfigError, match="n_server"):
         exp.make_config({"n_server": 1})

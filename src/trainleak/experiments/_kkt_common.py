@@ -39,6 +39,7 @@ from trainleak.data import (
     to_symmetric,
 )
 from trainleak.data.splits import PoolName
+from trainleak.experiments.risk import Release, scored_finding
 from trainleak.metrics import (
     check_equal_budget,
     class_mean_candidates,
@@ -228,24 +229,15 @@ def score(task: KKTTask, images: Tensor) -> MethodScore:
     )
 
 
-@dataclass(frozen=True)
-class ScoreRow:
-    """One method's scores on one seed's training set (see :class:`MethodScore`)."""
+@dataclass(frozen=True, kw_only=True)
+class ScoreRow(MethodScore):
+    """One method's scores (the fields of :class:`MethodScore`) on one seed's training set."""
 
     dataset: str
     optimizer: str
     seed: int
     method: str
     role: Role
-    n: int
-    candidates: int
-    ssim_04: int
-    ssim_06: int
-    median_ssim: float
-    mean_top10_ssim: float
-    specific: int
-    specific_ssim_04: int
-    median_ratio: float
 
     @classmethod
     def of(
@@ -280,3 +272,41 @@ def exceeds(
         "attack_lower": lo_a,
         "baseline_upper": hi_b,
     }
+
+
+KKT_RULE = (
+    "SSIM >= 0.4 after NCC matching, and closer to its training image than to every reference "
+    "held-out image of its class (specific)"
+)
+"""The KKT experiments' success rule for one training image (``specific_ssim_04``)."""
+
+
+def kkt_releases(rows: Sequence[object]) -> dict[str, Release]:
+    """Per released checkpoint (data set, optimizer, seed): a finding per attack (``attack``
+    and ``variant`` rows) against the best equal-budget baseline by :data:`KKT_RULE`; the
+    untrained control (another release) and the oracle (it uses classes the attack is not
+    given) are left out."""
+    scores = [r for r in rows if isinstance(r, ScoreRow)]
+    out: dict[str, Release] = {}
+    for key in sorted({(r.dataset, r.optimizer, r.seed) for r in scores}):
+        mine = [r for r in scores if (r.dataset, r.optimizer, r.seed) == key]
+        base = [r for r in mine if r.role == "baseline"]
+        best = max(base, key=lambda r: r.specific_ssim_04, default=None)
+        found = [
+            scored_finding(
+                f"KKT reconstruction ({r.method})",
+                r.specific_ssim_04,
+                r.n,
+                rule=KKT_RULE,
+                baseline=None if best is None else best.specific_ssim_04,
+                candidates=r.candidates,
+                quality=r.median_ssim,
+                detail=f"{r.ssim_04} at SSIM >= 0.4, {r.specific} specific"
+                + ("" if best is None else f"; best equal-budget baseline: {best.method}"),
+            )
+            for r in mine
+            if r.role in ("attack", "variant")
+        ]
+        name = f"the checkpoint trained on {key[0]} with {key[1]}, seed {key[2]}"
+        out[name] = (found, [])
+    return out

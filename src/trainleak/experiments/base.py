@@ -10,7 +10,9 @@ Every experiment follows one shape:
 3. each of the seed's claims is a small pure function ``claim_fn(rows, config) -> Claim``
    listed in the module's ``CLAIMS`` tuple, so a unit test can feed it rows where it must
    hold and rows where it must fail;
-4. display tables are built once from the rows at the end (:func:`rows_table`).
+4. display tables are built once from the rows at the end (:func:`rows_table`);
+5. ``risk_of(rows, config)`` in the experiment's module builds the risk card of the riskiest
+   release the rows describe (:mod:`trainleak.experiments.risk`), set as ``Result.risk``.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from trainleak.experiments.collaboration_collusion_claims import (
     CollusionRow,
     RefusalRow,
     Row,
+    risk_of,
     sweep_rows,
 )
 from trainleak.metrics.collaboration import downstream_accuracy, linkage_rate, relative_error
@@ -131,7 +132,7 @@ def _evaluate(
             continue
         scores[f"{name}_linkage"] = linkage_rate(rec, s["ids"][target], s["X"], s["ids"])
         scores[f"{name}_error"] = relative_error(rec, s["X"][target])
-    return CollusionRow(dataset, sweep, P, sigma, tau, accuracy, **scores)
+    return CollusionRow(dataset, sweep, P, sigma, tau, accuracy, **scores, targets=len(target))
 
 
 @experiment(
@@ -169,6 +170,7 @@ def _run(cfg: CollusionConfig, progress: Progress | None) -> Result:
     refused = _rank_check(cfg)
     rows.append(RefusalRow(refused))
     result.claims = evaluate_claims(CLAIMS, rows, cfg)
+    result.risk = risk_of(rows, cfg)
     result.metrics["rank_deficient_anchor_refused"] = refused
     for name in data:
         for sweep in ("tradeoff", "parties"):

@@ -7,6 +7,7 @@ where they must fail.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -14,6 +15,14 @@ from functools import partial
 from pydantic import Field
 
 from trainleak.experiments.base import Claim, ClaimFn, ExperimentConfig, claim, not_tested
+from trainleak.experiments.risk import (
+    AttackFinding,
+    Release,
+    RiskCard,
+    riskiest_card,
+    scored_finding,
+    share_count,
+)
 
 
 class CollusionConfig(ExperimentConfig):
@@ -37,7 +46,7 @@ class CollusionRow:
 
     ``sweep`` is ``"tradeoff"`` (noise sweep at the configured party count) or ``"parties"``
     (party-count sweep at the middle anchor noise). Linkage and error are NaN when the attack
-    refused the release.
+    refused the release. ``targets`` is the number of non-colluders' records attacked.
     """
 
     dataset: str
@@ -52,6 +61,7 @@ class CollusionRow:
     procrustes_error: float
     pivot_linkage: float
     pivot_error: float
+    targets: int
 
 
 @dataclass(frozen=True)
@@ -198,3 +208,37 @@ CLAIMS: tuple[ClaimFn, ...] = (
     *(partial(fn, dataset=name) for name in DATASETS for fn in _PER_DATASET),
     claim_rank_refusal,
 )
+
+
+LINKAGE_RULE = (
+    "identity linkage: the reconstruction's cosine top-1 neighbour among all records has the "
+    "record's identity"
+)
+ATTACKS = ("inversion", "procrustes", "pivot")
+
+
+def _finding(r: CollusionRow, attack: str) -> AttackFinding:
+    linkage = getattr(r, f"{attack}_linkage")
+    return scored_finding(
+        attack,
+        share_count(linkage, r.targets),
+        r.targets,
+        rule=LINKAGE_RULE,
+        detail=f"relative reconstruction error {getattr(r, f'{attack}_error'):.3g}",
+    )
+
+
+def risk_of(rows: Sequence[Row], cfg: CollusionConfig) -> RiskCard:
+    """The card of the (data set, noise, party count) release whose non-colluders' records an
+    attack linked to their identities most often (an attack that refused the release, NaN, is
+    left out)."""
+    releases: dict[str, Release] = {
+        f"the Data Collaboration uploads of {r.parties} parties on {r.dataset} (sigma "
+        f"{r.sigma:g}, tau {r.tau:g}), party 0 colluding": (
+            [_finding(r, a) for a in ATTACKS if not math.isnan(getattr(r, f"{a}_linkage"))],
+            [],
+        )
+        for r in rows
+        if isinstance(r, CollusionRow)
+    }
+    return riskiest_card(releases)

@@ -34,6 +34,7 @@ from trainleak.experiments.deletion_reconstruction_claims import (
     LogRegRow,
     RecoveryRow,
     Row,
+    risk_of,
 )
 from trainleak.progress import Progress
 from trainleak.scenarios.deletion import distinguishing_advantage, rr_transcript_rates
@@ -219,6 +220,7 @@ def _run(cfg: DeletionConfig, progress: Progress | None) -> Result:
     logreg = _dp_logreg(cfg)
     rows: list[Row] = [*recovery, *adv, exact, *logreg]
     result.claims = evaluate_claims(CLAIMS, rows, cfg)
+    result.risk = risk_of(rows, cfg)
     result.metrics.update({f"advantage_{r.randomness}": r.advantage for r in adv})
     result.metrics["advantage_limit"] = math.tanh(0.5)
     result.metrics.update(dataclasses.asdict(exact))

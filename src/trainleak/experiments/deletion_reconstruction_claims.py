@@ -14,6 +14,14 @@ from typing import TypeVar
 from pydantic import Field
 
 from trainleak.experiments.base import Claim, ClaimFn, ExperimentConfig, claim, not_tested
+from trainleak.experiments.risk import (
+    BoundFinding,
+    Release,
+    RiskCard,
+    riskiest_card,
+    scored_finding,
+    share_count,
+)
 
 
 class DeletionConfig(ExperimentConfig):
@@ -253,3 +261,50 @@ CLAIMS: tuple[ClaimFn, ...] = (
     claim_logreg_averaging,
     claim_logreg_membership,
 )
+
+
+MECHANISMS = {
+    "fresh": "fresh coins per retraining",
+    "coupled": "coupled coins",
+    "coupled_adversary_first": "coupled coins, the adversary's records first",
+    "protected": "per-record coins kept (protected)",
+}
+BIT_RULE = "the majority vote over the k + 1 releases gives the honest bit"
+
+
+def _single_release(r: RecoveryRow, mechanism: str) -> list[BoundFinding]:
+    """The one-release limit: it holds for every attack on one release, hence at every k for
+    the protected mechanism (its k + 1 releases are one), and for any mechanism at k = 0."""
+    if mechanism != "protected" and r.k > 0:
+        return []
+    return [
+        BoundFinding(
+            "single-release limit of randomized response",
+            r.single_release,
+            "success probability",
+            "upper",
+            f"no attack guesses an honest bit right with probability above "
+            f"e^eps / (1 + e^eps) = {r.single_release:.3g}",
+            f"eps-DP randomized response at eps = {r.eps:g}, one release's coins",
+        )
+    ]
+
+
+def risk_of(rows: Sequence[Row], cfg: DeletionConfig) -> RiskCard:
+    """The card of the (mechanism, eps, k) whose deletions let the majority vote recover the
+    most honest bits beyond a guess. The baseline is chance: a guess is right for half the
+    bits, an exact expectation (no sampled run), counted by the same rule."""
+    releases: dict[str, Release] = {}
+    for r in _of(rows, RecoveryRow):
+        for mechanism, words in MECHANISMS.items():
+            found = scored_finding(
+                "majority vote",
+                share_count(getattr(r, mechanism), r.n_honest),
+                r.n_honest,
+                rule=BIT_RULE,
+                baseline=r.n_honest // 2,
+                detail="baseline: chance, a guess is right for half the bits (exact)",
+            )
+            name = f"randomized response at eps = {r.eps:g} after {r.k} deletions, {words}"
+            releases[name] = ([found], _single_release(r, mechanism))
+    return riskiest_card(releases)

@@ -41,6 +41,7 @@ from trainleak.experiments.distillation_leakage_claims import (
     RevelationRow,
     Row,
     UtilityRow,
+    risk_of,
 )
 from trainleak.metrics.distillation import recovery_scores
 from trainleak.models.fitting import accuracy
@@ -347,6 +348,7 @@ def _result(
 ) -> Result:
     res = Result(experiment="distillation-leakage", config=cfg.model_dump())
     res.claims = evaluate_claims(CLAIMS, rows, cfg)
+    res.risk = risk_of(rows, cfg)
     res.metrics.update({f"held_out_shadow_{k}": v for k, v in held.items()})
     res.metrics.update(timing)
     for name, kind in (

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import Field
 
 from trainleak.experiments.base import Claim, ClaimFn, ExperimentConfig, claim, not_tested
+from trainleak.experiments.risk import Release, RiskCard, riskiest_card, scored_finding, share_count
 from trainleak.metrics.intervals import difference_lower_bound, mean_lower_bound, wilson_interval
 
 Algorithm = Literal["dc", "dm", "mtt"]
@@ -233,18 +234,31 @@ def claim_real_init_leaks_more(rows: Sequence[Row], cfg: DistillationLeakageConf
     """Membership of the initialisation images is easier on real- than on noise-initialised
     sets (paired lower bound on the AUROC difference above 0)."""
     text = f"Real-initialised sets leak membership more than noise-initialised ({cfg.claim_method})"
-    real, noise = _paired(
-        _members(rows, "real", cfg.claim_method), _members(rows, "noise", cfg.claim_method), "auroc"
+    return _real_beats_noise(
+        text,
+        _members(rows, "real", cfg.claim_method),
+        _members(rows, "noise", cfg.claim_method),
+        "auroc",
     )
+
+
+def _real_beats_noise(
+    text: str, real_rows: Sequence[Row], noise_rows: Sequence[Row], field: str
+) -> Claim:
+    """Real- against noise-initialised rows, paired: the lower 95% bound on the mean
+    difference of ``field`` must be above 0 (two pairs at least)."""
+    real, noise = _paired(real_rows, noise_rows, field)
     if len(real) < 2:
         return not_tested(text, f"{len(real)} real/noise pair(s); a bound needs two")
     lo = difference_lower_bound(real, noise)
     return claim(
         text,
         lo > 0,
-        auroc_gain_lower_95=lo,
-        mean_auroc_real=sum(real) / len(real),
-        mean_auroc_noise=sum(noise) / len(noise),
+        **{
+            f"{field}_gain_lower_95": lo,
+            f"{field}_real_mean": sum(real) / len(real),
+            f"{field}_noise_mean": sum(noise) / len(noise),
+        },
         pairs=len(real),
     )
 
@@ -294,17 +308,7 @@ def claim_recovery_real_beats_noise(rows: Sequence[Row], cfg: DistillationLeakag
     """Released images are closer to the initialisation images when the set started from them
     (paired lower bound on the mean-SSIM difference, real minus noise, above 0)."""
     text = "Recovery (mean best SSIM) is higher from real- than from noise-initialised sets"
-    real, noise = _paired(_recovery(rows, "real"), _recovery(rows, "noise"), "mean_ssim")
-    if len(real) < 2:
-        return not_tested(text, f"{len(real)} real/noise pair(s); a bound needs two")
-    lo = difference_lower_bound(real, noise)
-    return claim(
-        text,
-        lo > 0,
-        ssim_gain_lower_95=lo,
-        mean_ssim_real=sum(real) / len(real),
-        mean_ssim_noise=sum(noise) / len(noise),
-    )
+    return _real_beats_noise(text, _recovery(rows, "real"), _recovery(rows, "noise"), "mean_ssim")
 
 
 CLAIMS: tuple[ClaimFn, ...] = (
@@ -317,3 +321,29 @@ CLAIMS: tuple[ClaimFn, ...] = (
     claim_recovery_dm,
     claim_recovery_real_beats_noise,
 )
+
+
+def risk_of(rows: Sequence[Row], cfg: DistillationLeakageConfig) -> RiskCard:
+    """The card of the distilled set whose released images recover the most of the private
+    images they were initialised from beyond the auxiliary baseline (as many random auxiliary
+    images, the same best-SSIM selection), by the experiment's SSIM threshold."""
+    releases: dict[str, Release] = {
+        f"the {r.algorithm} distilled set ({r.architecture}, {r.ipc} per class, {r.init} "
+        f"initialisation, seed {r.seed})": (
+            [
+                scored_finding(
+                    "released images as reconstructions",
+                    share_count(r.share_above, r.n),
+                    r.n,
+                    rule=f"best SSIM over the released images >= {r.threshold:g}",
+                    baseline=share_count(r.baseline_share, r.n),
+                    quality=r.mean_ssim,
+                    detail=f"{share_count(r.strict_share, r.n)} at SSIM >= "
+                    f"{r.strict_threshold:g}; baseline: random auxiliary images",
+                )
+            ],
+            [],
+        )
+        for r in _of(rows, RecoveryRow)
+    }
+    return riskiest_card(releases)

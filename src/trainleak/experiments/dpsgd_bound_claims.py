@@ -29,6 +29,14 @@ import numpy as np
 from scipy import stats
 
 from trainleak.experiments.base import Claim, ClaimFn, claim, not_tested
+from trainleak.experiments.risk import (
+    MSE_UNIT,
+    BoundFinding,
+    Release,
+    RiskCard,
+    riskiest_card,
+    scored_finding,
+)
 from trainleak.metrics.intervals import mean_upper_bound
 
 LEVEL = 0.95
@@ -321,3 +329,51 @@ def headline_metrics(rows: Sequence[BoundRow]) -> dict[str, float]:
         "max_ratio_eps_1_8": max(ratios) if ratios else np.nan,
         "min_validity_margin_concentrating": min(margins) if margins else np.nan,
     }
+
+
+IDENTIFIED = "the posterior's most likely candidate is the target (identified among the pool)"
+
+
+def _pool_bounds(r: BoundRow) -> list[BoundFinding]:
+    """The bounds for a target drawn uniformly from the pool (the attack's own setting)."""
+    prior = (
+        f"the target is drawn uniformly from the {r.pool_size} public candidates and trained "
+        f"by DP-SGD with sigma {r.sigma:.3g}, q {r.sampling_rate:g}, {r.steps} steps"
+    )
+    unit = f"{MSE_UNIT}, [0, 1] pixels"
+    return [
+        BoundFinding("rate-distortion bound, pool prior", r.pool_bound, unit, "lower",
+                     f"every attack's expected error is at least {r.pool_bound:.3g} per pixel",
+                     prior),
+        BoundFinding("Hayes et al. 2023", r.hayes_success, "success probability", "upper",
+                     f"no attack identifies the target with probability above "
+                     f"{r.hayes_success:.3g}", f"{prior}; Monte Carlo standard error "
+                     f"{r.hayes_success_se:.2g}"),
+        BoundFinding("Guo et al. 2022", r.guo_unbiased, unit, "lower",
+                     f"an unbiased estimator's expected error is at least {r.guo_unbiased:.3g}",
+                     "unbiased estimators only", general=False),
+    ]  # fmt: skip
+
+
+def risk_of(rows: Sequence[BoundRow], cfg: Any) -> RiskCard:
+    """The card of the DP-SGD setting whose release the posterior-mean attack (knowing the
+    candidate pool) identified the target from most often beyond chance (a uniform guess
+    among the pool: an exact expectation, no sampled run), with the pool-prior bounds."""
+    releases: dict[str, Release] = {}
+    for r in rows:
+        attack = scored_finding(
+            "posterior mean over the candidate pool",
+            sum(r.identified),
+            len(r.identified),
+            rule=IDENTIFIED,
+            baseline=round(len(r.identified) / r.pool_size),
+            error=float(np.mean(r.posterior_mean)) if r.posterior_mean else None,
+            detail=f"baseline: chance, a uniform guess among the {r.pool_size} candidates "
+            "(exact expectation)",
+        )
+        name = (
+            f"DP-SGD logistic regression at epsilon {r.epsilon:.3g} (sigma {r.sigma:.3g}, "
+            f"{r.regime} regime), one release per attacked target"
+        )
+        releases[name] = ([attack] if r.identified else [], _pool_bounds(r))
+    return riskiest_card(releases)

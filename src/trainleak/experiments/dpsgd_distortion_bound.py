@@ -53,6 +53,7 @@ from trainleak.experiments.dpsgd_bound_claims import (
     BoundRow,
     display_table,
     headline_metrics,
+    risk_of,
 )
 from trainleak.metrics.features import LPIPSFormulaMap, train_feature_net
 from trainleak.models.registry import model_spec
@@ -333,6 +334,7 @@ def run(config: DPSGDBoundConfig, progress: Progress | None = None) -> Result:
     result = Result(experiment="dpsgd-distortion-bound", config=config.model_dump())
     result.claims = evaluate_claims(CLAIMS, rows, config)
     result.metrics.update(headline_metrics(rows))
+    result.risk = risk_of(rows, config)
     table = display_table(rows)
     result.tables["bound_vs_attacks"] = table
     result.figures["mse_vs_epsilon"] = _figure(table)

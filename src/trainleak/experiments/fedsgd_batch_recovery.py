@@ -37,7 +37,13 @@ from trainleak.experiments.base import (
     not_tested,
     rows_table,
 )
-from trainleak.experiments.risk import AttackFinding, RiskCard, risk_card
+from trainleak.experiments.risk import (
+    Release,
+    RiskCard,
+    riskiest_card,
+    scored_finding,
+    share_count,
+)
 from trainleak.progress import Progress
 from trainleak.scenarios.federated import active_cell, passive_cell, trained_mlp
 from trainleak.systems.federated.data import Pool, PoolName, load_pool
@@ -217,24 +223,29 @@ _ER = "erasure-decoding-active"
 _PASSIVE = "erasure-decoding-passive"
 
 
-def risk_of(rows: Sequence[RecoveryRow]) -> RiskCard:
-    """The risk card of the run: the single update from which an attack recovered the most
-    records exactly (certified first, then fewer records needed), scored against its batch."""
-    findings = [
-        AttackFinding(
-            attack=f"{r.attack} ({r.dataset}, {r.model}, B={r.B}, trial {r.trial})",
-            candidates=r.B,
-            recovered=round(r.exact_rate * r.B),
-            of=r.B,
-            quality=r.exact_rate,
-            quality_metric="exact recovery (max error <= 1e-6) against the client's batch",
-            certainty="ground truth",
-            certified=round(r.certified_fraction * r.B),
-            detail=f"{r.false_certificates} false certificates, mean PSNR {r.mean_psnr:.1f} dB",
+def risk_of(rows: Sequence[RecoveryRow], cfg: FedSGDRecoveryConfig) -> RiskCard:
+    """The risk card of the run: the single update (one row) from which an attack recovered
+    the most records exactly (certified first, then fewer records needed), scored against its
+    batch."""
+    releases: dict[str, Release] = {
+        f"the FedSGD update of a batch of {r.B} ({r.dataset}, {r.model} model, trial {r.trial})"
+        f" attacked by {r.attack}": (
+            [
+                scored_finding(
+                    r.attack,
+                    share_count(r.exact_rate, r.B),
+                    r.B,
+                    rule="exact recovery (max error <= 1e-6) against the client's batch",
+                    certified=share_count(r.certified_fraction, r.B),
+                    detail=f"{r.false_certificates} false certificates, "
+                    f"mean PSNR {r.mean_psnr:.1f} dB",
+                )
+            ],
+            [],
         )
         for r in rows
-    ]
-    return risk_card("one FedSGD client update per row of the run", findings, [])
+    }
+    return riskiest_card(releases)
 
 
 def _rates(rows: Sequence[RecoveryRow], **where: Any) -> list[float]:
@@ -349,7 +360,7 @@ def run(cfg: FedSGDRecoveryConfig, progress: Progress | None = None) -> Result:
         "passive_B64_untrained": _mean(rows, "exact_rate", attack=_PASSIVE, B=64, train_steps=0),
     }
     result.tables["recovery"] = rows_table(rows)
-    result.risk = risk_of(rows)
+    result.risk = risk_of(rows, cfg)
     result.figures["exact_rate_vs_batch"] = _figure(rows)
     result.notes = NOTES
     return result

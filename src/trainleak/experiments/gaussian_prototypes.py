@@ -34,10 +34,17 @@ from trainleak.experiments.prototype_claims import (
     RunRow,
     main_rows,
     mask_name,
+    risk_of,
     summary,
     sweep_rows,
 )
-from trainleak.metrics.prototypes import hull_escape_fraction, matched_error, specialization_ratio
+from trainleak.metrics.prototypes import (
+    grid_candidates,
+    hull_escape_fraction,
+    matched_error,
+    specialization_ratio,
+    specific_matches,
+)
 from trainleak.models.gaussian import GaussianMLP
 from trainleak.models.registry import model_spec
 from trainleak.progress import Progress
@@ -100,6 +107,7 @@ def _train_size(
     attack, spec = PrototypeReconstruction(), model_spec("gaussian_mlp", n_hidden=n)
     knowledge = Knowledge(input_shape=(1,), value_range=(0.0, 1.0), n_records=n)
     runs = []
+    grid = grid_candidates(n, knowledge.value_range or (0.0, 1.0))
     for i, sp in enumerate(specs):
         ckpt = Checkpoint(architecture=spec, final=model.replica_state(i))
         protos = attack(ckpt, knowledge, seed=cfg.seed).inputs[:, 0]
@@ -115,6 +123,8 @@ def _train_size(
                 sr=specialization_ratio(x[i], protos),
                 outside_hull=hull_escape_fraction(x[i], protos),
                 fit_mse=float(out.fit_mse[i]),
+                recovered=specific_matches(x[i], protos),
+                grid_recovered=specific_matches(x[i], grid),
             )
         )
     pos = model.prototypes().detach().numpy()
@@ -141,6 +151,7 @@ def run(cfg: PrototypeConfig, progress: Progress | None = None) -> Result:
     main = main_rows(runs, cfg)
     res = Result(experiment="gaussian-prototypes", config=cfg.model_dump())
     res.claims = evaluate_claims(CLAIMS, runs, cfg)
+    res.risk = risk_of(runs, cfg)
     res.metrics = {"runs_main": len(main), "runs_tau_sweep_extra": len(runs) - len(main)}
     table, sweep_table = summary(main), summary(sweep_rows(runs))
     res.tables = {"error, SR, fit and hull escape per (N, mask)": table, "tau sweep": sweep_table}

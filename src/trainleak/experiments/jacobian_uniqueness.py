@@ -44,6 +44,7 @@ from trainleak.experiments.jacobian_uniqueness_claims import (
     CriterionRow,
     JacobianConfig,
     LeakageRow,
+    risk_of,
 )
 from trainleak.models.functional import batch_gradient
 from trainleak.models.registry import build_model, model_spec
@@ -242,6 +243,7 @@ def run(cfg: JacobianConfig, progress: Progress | None = None) -> Result:
     result.claims = evaluate_claims(CLAIMS, [*rows, *leak], cfg)
     result.tables["criterion"] = rows_table(rows)
     result.tables["leakage"] = rows_table(leak)
+    result.risk = risk_of(rows, cfg)
     result.figures["criterion_and_leakage"] = _figure(rows, leak)
     result.metrics = {
         "threshold_softmax": batch_size_threshold(650, 64),

@@ -12,7 +12,15 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
+from trainleak.bounds.jacobian import UniquenessReport
 from trainleak.experiments.base import Claim, ClaimFn, ExperimentConfig, claim, not_tested
+from trainleak.experiments.risk import (
+    BoundFinding,
+    Release,
+    RiskCard,
+    riskiest_card,
+    scored_finding,
+)
 from trainleak.metrics.intervals import wilson_interval
 
 
@@ -29,23 +37,16 @@ class JacobianConfig(ExperimentConfig):
     leakage_batch: int = Field(4, ge=1)
 
 
-@dataclass(frozen=True)
-class CriterionRow:
-    """The rank criterion, a collision witness and DLG at one (model, batch size).
+@dataclass(frozen=True, kw_only=True)
+class CriterionRow(UniquenessReport):
+    """The rank criterion (the fields of :class:`UniquenessReport`), a collision witness and DLG
+    at one (model, batch size).
 
     ``sufficient`` is ``B p > d``; ``non_unique`` is ``rank < B p``. The collision fields are
     None when no null direction exists (in the data box or at all).
     """
 
     model: str
-    d: int
-    batch_size: int
-    input_dim: int
-    rank: int
-    null_dim: int
-    sufficient: bool
-    non_unique: bool
-    threshold: int
     collision_gap: float | None
     collision_distance: float | None
     collision_in_box: bool | None
@@ -199,3 +200,55 @@ CLAIMS: tuple[ClaimFn, ...] = (
     claim_leakage_decreases,
     claim_bound_holds,
 )
+
+
+DLG_RULE = "DLG with known labels: matched MSE over the batch < 1e-3 (the whole batch counts)"
+
+
+def _non_uniqueness(r: CriterionRow) -> list[BoundFinding]:
+    """The Jacobian criterion as a bound, where the batch is not unique. It holds for every
+    attack but says only that the batch cannot be identified, not how far a given attack must
+    be from it, so it is not one that clears a release (``general=False``)."""
+    if not r.non_unique:
+        return []
+    witness = (
+        f"; a batch {r.collision_distance:.3g} away inside the data box gives the same update "
+        f"(gap {r.collision_gap:.2g})"
+        if r.collision_in_box and r.collision_distance is not None
+        else ""
+    )
+    return [
+        BoundFinding(
+            "update-Jacobian non-uniqueness",
+            float(r.null_dim),
+            "dimensions of batches with the same update (B p - rank J)",
+            "lower",
+            f"a {r.null_dim}-dimensional set of batches reproduces the update{witness}",
+            "FedSGD, one exact update; the batch is not identifiable, yet an attack may "
+            "still come close to it",
+            general=False,
+        )
+    ]
+
+
+def risk_of(rows: Sequence[Row], cfg: JacobianConfig) -> RiskCard:
+    """The card of the (model, batch size) update DLG recovered (largest batch first), with the
+    non-uniqueness criterion where it holds. The distorted updates of the leakage sweep are
+    scored by a leakage metric, not per record, and have no card."""
+    releases: dict[str, Release] = {
+        f"one FedSGD update of the {r.model} model on a batch of {r.batch_size} digits": (
+            [
+                scored_finding(
+                    "DLG",
+                    r.batch_size if r.dlg_success else 0,
+                    r.batch_size,
+                    rule=DLG_RULE,
+                    error=r.dlg_mse,
+                    detail=f"criterion threshold B = {r.threshold}",
+                )
+            ],
+            _non_uniqueness(r),
+        )
+        for r in _criterion(rows)
+    }
+    return riskiest_card(releases)

@@ -14,6 +14,7 @@ and the same best-match selection. Claims live in :mod:`._kkt_claims`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -24,7 +25,14 @@ from trainleak.attacks.base import Reconstruction
 from trainleak.attacks.checkpoint.kkt import KKTReconstruction
 from trainleak.errors import ConfigError
 from trainleak.experiments._kkt_claims import CLAIMS, RunRow
-from trainleak.experiments._kkt_common import KKTTask, ScoreRow, baselines_for, load_task, score
+from trainleak.experiments._kkt_common import (
+    KKTTask,
+    ScoreRow,
+    baselines_for,
+    kkt_releases,
+    load_task,
+    score,
+)
 from trainleak.experiments._plots import loss_curve_figure
 from trainleak.experiments.base import (
     ExperimentConfig,
@@ -33,6 +41,7 @@ from trainleak.experiments.base import (
     experiment,
     rows_table,
 )
+from trainleak.experiments.risk import RiskCard, riskiest_card
 from trainleak.metrics import evaluate_reconstruction, reconstruction_grid
 from trainleak.models import model_spec
 from trainleak.progress import Progress
@@ -66,7 +75,9 @@ class KKTConfig(ExperimentConfig):
     lr_x: float = Field(0.01, gt=0)
     lr_lambda: float = Field(0.01, gt=0)
     lambda_min: float = Field(0.05, ge=0)
-    relu_alpha: float = Field(150.0, gt=0)
+    relu_alpha: float = Field(
+        19.2, gt=0, description="gate sharpness; 19.2 beat 150 on MNIST and digits (issue 11)"
+    )
     untrained_control: bool = True
     center: bool = Field(
         True,
@@ -174,6 +185,12 @@ def _run_seed(cfg: KKTConfig, seed: int, progress: Progress | None) -> _SeedRun:
     return _SeedRun(run, scores, task, hist, rec, images, control)
 
 
+def risk_of(rows: Sequence[object], cfg: KKTConfig) -> RiskCard:
+    """The card of the seed's checkpoint from which KKT recovered the most training images
+    beyond the best equal-budget baseline (the rule: :data:`._kkt_common.KKT_RULE`)."""
+    return riskiest_card(kkt_releases(rows))
+
+
 @experiment(
     "kkt-reconstruction",
     "Reconstruct training images from a GD-trained homogeneous MLP via its KKT conditions "
@@ -193,6 +210,7 @@ def run(cfg: KKTConfig, progress: Progress | None = None) -> Result:
         "training and attack (per seed)": rows_table(r.run for r in runs),
     }
     res.metrics = _metrics(runs)
+    res.risk = risk_of(rows, cfg)
     first = runs[0]
     grid_scores = evaluate_reconstruction(first.task.x, first.images)
     res.images["reconstruction_grid"] = reconstruction_grid(

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from trainleak.experiments.base import Claim, ClaimFn, claim, not_tested
+from trainleak.experiments.risk import Release, RiskCard, riskiest_card, scored_finding
 from trainleak.metrics.intervals import difference_lower_bound
 
 MASKS: list[tuple[int, ...]] = list(itertools.product((0, 1), repeat=3))
@@ -39,7 +40,10 @@ class RunRow:
     ``err`` is the Hungarian-matched mean |x_i - p_pi(i)| over the data range, ``sr`` the
     specialisation ratio, ``outside_hull`` the share of prototypes outside [min x, max x],
     ``fit_mse`` the final training MSE; ``size`` is the width N (= the number of training
-    points); ``sweep`` marks the extra temperature-sweep runs.
+    points); ``sweep`` marks the extra temperature-sweep runs. ``recovered`` counts the
+    training points whose matched prototype is nearer to them than to every other training
+    point; ``grid_recovered`` the same for the equal-budget baseline (N points evenly spaced
+    over the value range, no training data).
     """
 
     size: int
@@ -51,6 +55,8 @@ class RunRow:
     sr: float
     outside_hull: float
     fit_mse: float
+    recovered: int
+    grid_recovered: int
 
 
 def main_rows(rows: Sequence[RunRow], cfg: Any) -> list[RunRow]:
@@ -249,3 +255,32 @@ CLAIMS: tuple[ClaimFn, ...] = (
     claim_harm_not_fit_failure,
     claim_separation_large_tau,
 )
+
+
+PROTOTYPE_RULE = (
+    "the record's Hungarian-matched prototype is nearer to it than to every other training point"
+)
+
+
+def risk_of(rows: Sequence[RunRow], cfg: Any) -> RiskCard:
+    """The card of the trained network (N, mask, temperature, seed) whose prototypes single out
+    the most training points beyond the evenly spaced grid with the same budget."""
+    releases: dict[str, Release] = {
+        f"the Gaussian MLP of width {r.size} trained with the {r.mask} losses "
+        f"(tau {r.tau:g}), seed {r.seed}": (
+            [
+                scored_finding(
+                    "prototype read-out",
+                    r.recovered,
+                    r.size,
+                    rule=PROTOTYPE_RULE,
+                    baseline=r.grid_recovered,
+                    detail=f"mean matched error {r.err:.3g} of the data range; baseline: "
+                    "as many points evenly spaced over [0, 1]",
+                )
+            ],
+            [],
+        )
+        for r in rows
+    }
+    return riskiest_card(releases)

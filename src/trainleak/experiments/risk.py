@@ -18,9 +18,10 @@ recovered. :func:`risk_card` picks the strongest of each and computes the verdic
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 Certainty = Literal["certified", "ground truth", "self-assessed"]
 Level = Literal["high", "review", "low", "unproven", "unmeasured"]
@@ -255,7 +256,7 @@ def certainty_phrase(f: AttackFinding) -> str:
         return "certified by the attack itself, without ground truth"
     if f.certainty == "self-assessed":
         return "unverified: only the attack's own fit"
-    parts = ["confirmed against the reference set"]
+    parts = ["confirmed against ground truth (the reference set, or the simulated records)"]
     if f.baseline_recovered is not None:
         parts.append(f"a baseline with the same budget recovered {f.baseline_recovered}")
     if f.certified:
@@ -270,3 +271,106 @@ def risk_card(
     attack, bound = strongest_attack(findings), strongest_bound(bounds)
     level, text = verdict(attack, bound)
     return RiskCard(release, attack, bound, gap(attack, bound), level, text, len(findings))
+
+
+# -- building cards from an experiment's rows -------------------------------------------------
+# Every experiment's ``risk_of(rows, config)`` turns its rows into findings per release with
+# the helpers below, then keeps the riskiest release's card (:func:`riskiest_card`).
+
+_SEVERITY = {"unmeasured": 0, "low": 1, "unproven": 2, "review": 3, "high": 4}
+Release = tuple[Sequence[AttackFinding], Sequence[BoundFinding]]
+
+
+def count_passing(scores: Iterable[float], threshold: float, *, above: bool = True) -> int:
+    """How many per-record scores pass ``threshold`` (``>=`` it, or ``<=`` with ``above=False``);
+    NaN passes neither way."""
+    return sum(1 for s in scores if (s >= threshold if above else s <= threshold))
+
+
+def share_count(share: float, of: int) -> int:
+    """A measured share of ``of`` records as a count (NaN, a refused attack, as 0)."""
+    return 0 if math.isnan(share) else round(share * of)
+
+
+def scored_finding(
+    attack: str,
+    recovered: int,
+    of: int,
+    *,
+    rule: str,
+    baseline: int | None = None,
+    candidates: int | None = None,
+    quality: float | None = None,
+    error: float | None = None,
+    detail: str = "",
+    certified: int | None = None,
+) -> AttackFinding:
+    """An attack scored against the simulation's ground truth by the experiment's own rule.
+
+    Args:
+        recovered: records that pass ``rule``, out of ``of``.
+        baseline: what the run's equal-budget baseline passed by the same rule; ``None`` when
+            the run measured none (then the detail says so: nothing is compared).
+        candidates: reconstructions produced (default ``of``).
+        quality: the quality figure (default the share recovered).
+        error: mean squared error per coordinate on the [0, 1] scale, where that is measured.
+    """
+    if baseline is None:
+        detail = "; ".join(filter(None, (detail, "the run measured no equal-budget baseline")))
+    return AttackFinding(
+        attack=attack,
+        candidates=of if candidates is None else candidates,
+        recovered=recovered,
+        of=of,
+        quality=recovered / of if quality is None and of else quality,
+        quality_metric=rule,
+        certainty="ground truth",
+        baseline_recovered=baseline,
+        error=error,
+        detail=detail,
+        certified=certified,
+    )
+
+
+def threshold_finding(
+    attack: str,
+    scores: Sequence[float],
+    threshold: float,
+    *,
+    rule: str,
+    baselines: Sequence[Sequence[float]] = (),
+    above: bool = True,
+    **kw: Any,
+) -> AttackFinding:
+    """:func:`scored_finding` from per-record scores: the records passing ``threshold``, against
+    the best of the equal-budget ``baselines`` (per-record scores too) by the same rule."""
+    base = [count_passing(b, threshold, above=above) for b in baselines]
+    return scored_finding(
+        attack,
+        count_passing(scores, threshold, above=above),
+        len(scores),
+        rule=rule,
+        baseline=max(base) if base else None,
+        **kw,
+    )
+
+
+def _card_key(card: RiskCard) -> tuple[int, tuple[int, int, float, int, int], float]:
+    """Riskier first: the level, then the strongest attack, then the weakest bound."""
+    attack = _attack_key(card.attack) if card.attack else (-1, -1, 0.0, 0, 0)
+    b = card.bound
+    weakness = math.inf if b is None else (-b.value if b.kind == "lower" else b.value)
+    return (_SEVERITY[card.level], attack, weakness)
+
+
+def riskiest_card(releases: Mapping[str, Release]) -> RiskCard:
+    """The card of the riskiest release of a run (``releases``: description -> its findings
+    and bounds): the worst level, then the strongest attack, then the weakest bound. The
+    release line says how many releases the run measured."""
+    cards = [risk_card(name, found, bounds) for name, (found, bounds) in releases.items()]
+    if not cards:
+        return risk_card("no release was measured in this run", [], [])
+    worst = max(cards, key=_card_key)
+    if len(cards) == 1:
+        return worst
+    return replace(worst, release=f"{worst.release} (the riskiest of {len(cards)} releases)")

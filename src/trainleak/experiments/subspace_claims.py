@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from trainleak.bounds.random_features import empirical_transition, width_threshold
 from trainleak.experiments.base import Claim, ClaimFn, claim, not_tested
+from trainleak.experiments.risk import Release, RiskCard, riskiest_card, threshold_finding
 from trainleak.metrics.intervals import difference_lower_bound
 
 ATTACKS: tuple[str, ...] = ("subspace-aware", "full space")
@@ -221,3 +222,28 @@ def rf_metrics(rows: Sequence[Any], cfg: Any) -> dict[str, Any]:
         "dn": width_threshold(d, n),
         "sn": width_threshold(d, n, s),
     }
+
+
+SUBSPACE_RULE = "SSIM >= 0.6 after one-to-one (Hungarian, NCC) matching"
+"""Success rule of one training image for the risk card (the stricter of the two counts)."""
+
+
+def risk_of(rows: Sequence[Any], cfg: Any) -> RiskCard:
+    """The card of the trained two-layer network (part b) from which an attack recovered the
+    most images beyond the trivial baselines by :data:`SUBSPACE_RULE`. The random-feature sweep
+    (part a) records a mean matched error per width, not per record, so it has no card."""
+    images = _of(rows, ImageRow)
+    releases: dict[str, Release] = {}
+    for key in dict.fromkeys((r.part, r.dataset, r.width, r.optimizer) for r in images):
+        mine = [r for r in images if (r.part, r.dataset, r.width, r.optimizer) == key]
+        base = [r.ssim for r in mine if r.method not in ATTACKS]
+        found = [
+            threshold_finding(
+                r.method, r.ssim, 0.6, rule=SUBSPACE_RULE, baselines=base, quality=r.median_ssim
+            )
+            for r in mine
+            if r.method in ATTACKS
+        ]
+        name = f"initial and final weights of a width-{key[2]} MLP trained by {key[3]} on {key[1]}"
+        releases[name + (" (optimizer control)" if key[0] == "control" else "")] = (found, [])
+    return riskiest_card(releases)

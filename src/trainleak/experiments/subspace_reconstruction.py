@@ -53,6 +53,7 @@ from trainleak.experiments.subspace_claims import (
     WidthRow,
     claim_functions,
     rf_metrics,
+    risk_of,
 )
 from trainleak.metrics import (
     evaluate_reconstruction,
@@ -334,6 +335,7 @@ def run(cfg: SubspaceConfig, progress: Progress | None = None) -> Result:
     all_rows: list[Row] = [*rf_rows, *image, *control]
     res.claims = evaluate_claims(claim_functions(cfg), all_rows, cfg)
     res.metrics.update(rf_metrics(all_rows, cfg))
+    res.risk = risk_of(all_rows, cfg)
     res.tables["random features: matched error vs width"] = rows_table(rf_rows)
     res.tables["two-layer networks: subspace-aware vs full space"] = _display(image)
     if control:

@@ -33,6 +33,7 @@ from trainleak.experiments.unlearning_broadcast_claims import (
     SettingRow,
     UnlearningBroadcastConfig,
     digits_raw,
+    risk_of,
     settings_of,
 )
 from trainleak.progress import Progress
@@ -192,6 +193,7 @@ def _run(cfg: UnlearningBroadcastConfig, progress: Progress | None) -> Result:
     det = _detection(cfg)
     rows.append(det)
     result.claims = evaluate_claims(CLAIMS, rows, cfg)
+    result.risk = risk_of(rows, cfg)
     result.metrics.update(dataclasses.asdict(det))
     setting_rows = settings_of(rows)
     result.tables["settings"] = rows_table(setting_rows)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from trainleak.experiments.base import Claim, ClaimFn, ExperimentConfig, claim, not_tested
+from trainleak.experiments.risk import Release, RiskCard, riskiest_card, scored_finding, share_count
 
 
 class UnlearningBroadcastConfig(ExperimentConfig):
@@ -231,3 +232,30 @@ CLAIMS: tuple[ClaimFn, ...] = (
     claim_detectability,
     claim_no_false_certificate,
 )
+
+
+EXACT_RULE = "label right and |cosine| of the recovered to the true features > 0.999 (exact)"
+
+
+def risk_of(rows: Sequence[Row], cfg: UnlearningBroadcastConfig) -> RiskCard:
+    """The card of the protocol setting whose broadcasts gave away the most deleted records
+    exactly (certified first), scored against the deleted records."""
+    releases: dict[str, Release] = {
+        f"the unlearning server's broadcasts to a {r.probe} prober ({r.setting}, "
+        f"{r.precision}, {r.diversity} own data, concurrency {r.concurrent:g})": (
+            [
+                scored_finding(
+                    "unlearning-broadcast",
+                    share_count(r.exact_rate, r.deletions),
+                    r.deletions,
+                    rule=EXACT_RULE,
+                    certified=share_count(r.certified, r.deletions),
+                    detail=f"label accuracy {r.label_acc:.3g}, {r.certified_wrong} wrong "
+                    "certificates",
+                )
+            ],
+            [],
+        )
+        for r in settings_of(rows)
+    }
+    return riskiest_card(releases)

@@ -29,6 +29,7 @@ from trainleak.attacks.informed import InformedRidgeAttack
 from trainleak.bounds.zcdp import zcdp_mse_bound
 from trainleak.data import load_digits
 from trainleak.errors import ConfigError
+from trainleak.experiments._zcdp_risk import PRACTICAL, risk_of
 from trainleak.experiments.base import (
     Claim,
     ClaimFn,
@@ -40,6 +41,7 @@ from trainleak.experiments.base import (
     not_tested,
     rows_table,
 )
+from trainleak.experiments.risk import count_passing
 from trainleak.progress import Progress
 from trainleak.releases.knowledge import Knowledge
 from trainleak.systems.mechanisms import ridge_output_perturbation, sphere_records, subspace_records
@@ -71,7 +73,8 @@ class TransitionRow:
     """Mean error and cosine of the informed attack over ``trials`` records at one ``rho``.
 
     ``bound`` (the zCDP lower bound on the expected error) and ``rho_over_s`` are None where no
-    bound applies (digits: the prior is not uniform on a sphere).
+    bound applies (digits: the prior is not uniform on a sphere). ``recovered`` counts the
+    records with error at most :data:`._zcdp_risk.PRACTICAL`.
     """
 
     setting: str
@@ -81,6 +84,8 @@ class TransitionRow:
     mse: float
     mse_se: float
     cos: float
+    trials: int
+    recovered: int
     bound: float | None = None
     rho_over_s: float | None = None
 
@@ -146,6 +151,8 @@ def _row(
         mse=float(np.mean(errs)),
         mse_se=float(np.std(errs) / math.sqrt(len(errs))),
         cos=float(np.mean(coss)),
+        trials=len(errs),
+        recovered=count_passing(errs, PRACTICAL, above=False),
         bound=bound,
         rho_over_s=None if bound_dim is None else rho / bound_dim,
     )
@@ -209,6 +216,7 @@ def run(config: ZCDPTransitionConfig, progress: Progress | None = None) -> Resul
     result.metrics.update(
         {"rho_half_over_d": _per_d(rows, config), "subspace_shift": _subspace_shift(rows)}
     )
+    result.risk = risk_of(rows, config)
     result.tables["transition"] = rows_table(rows)
     result.figures["transition"] = _figure(rows, config)
     result.notes = _NOTES

@@ -52,3 +52,22 @@ def hull_escape_fraction(x: torch.Tensor, protos: torch.Tensor) -> float:
     xs, ps = x.reshape(-1).double(), protos.reshape(-1).double()
     outside = (ps < xs.min()) | (ps > xs.max())
     return float(outside.double().mean())
+
+
+def specific_matches(x: torch.Tensor, protos: torch.Tensor) -> int:
+    """Samples whose Hungarian-matched prototype is nearer to them than to every other sample:
+    the prototype singles the sample out of the training set (the risk card's success rule)."""
+    _, perm = matched_error(x, protos)
+    xs = x.reshape(-1).double()
+    matched = protos.reshape(-1).double()[perm]
+    dist = (matched.unsqueeze(1) - xs.unsqueeze(0)).abs()  # [i, j]: i's prototype to sample j
+    own = dist.diagonal().clone()
+    dist.fill_diagonal_(float("inf"))
+    return int((own < dist.min(1).values).sum())
+
+
+def grid_candidates(n: int, value_range: tuple[float, float]) -> torch.Tensor:
+    """The equal-budget baseline of a prototype read-out: ``n`` points evenly spaced over the
+    declared value range (cell midpoints), which uses no training data."""
+    lo, hi = value_range
+    return lo + (hi - lo) * (torch.arange(n, dtype=torch.float64) + 0.5) / n

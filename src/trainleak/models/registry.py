@@ -9,7 +9,9 @@ import torch
 from torch import nn
 
 from trainleak.errors import ConfigError
+from trainleak.models.bottleneck import MIDMLP, MaskedMLP
 from trainleak.models.convnet import ConvNet
+from trainleak.models.generative import VAE, VAEDecoder
 from trainleak.models.memory import check_fits, parameter_count
 from trainleak.models.mlp import MLP, HomogeneousMLP
 from trainleak.models.spec import ModelSpec, StateDict
@@ -18,6 +20,11 @@ _BUILDERS: dict[str, Callable[..., nn.Module]] = {
     "mlp": MLP,
     "homogeneous_mlp": HomogeneousMLP,
     "convnet": ConvNet,
+    # model inversion (issue 12)
+    "mid_mlp": MIDMLP,
+    "masked_mlp": MaskedMLP,
+    "vae": VAE,
+    "vae_decoder": VAEDecoder,
 }
 
 

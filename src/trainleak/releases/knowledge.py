@@ -14,6 +14,7 @@ import torch
 
 from trainleak.errors import MissingKnowledgeError
 from trainleak.models.spec import ModelSpec
+from trainleak.releases.classifier import GenerativePrior
 from trainleak.releases.collaboration import Disclosure
 from trainleak.releases.distilled import ShadowBank
 
@@ -50,6 +51,8 @@ class Knowledge:
         candidate_labels: per candidate text, 1 (known member), 0 (known non-member) or -1
             (unknown): a small labelled calibration part of the pool, used only to fix
             hyper-parameters such as an RL step budget.
+        generative_prior: a decoder trained on public data of other classes (model
+            inversion); see :class:`~trainleak.releases.classifier.GenerativePrior`.
     """
 
     input_shape: tuple[int, ...] | None = None
@@ -70,6 +73,7 @@ class Knowledge:
     candidates: tuple[torch.Tensor, torch.Tensor] | None = None
     candidate_texts: tuple[str, ...] | None = None
     candidate_labels: tuple[int, ...] | None = None
+    generative_prior: GenerativePrior | None = None
 
     def require(self, names: frozenset[str] | set[str], *, who: str) -> None:
         """Raise :class:`MissingKnowledgeError` naming every required field that is unknown."""

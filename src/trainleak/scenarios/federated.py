@@ -25,6 +25,7 @@ from trainleak.releases.federated import GradientUpdate
 from trainleak.releases.knowledge import Knowledge
 from trainleak.systems.federated.client import fedsgd_update
 from trainleak.systems.federated.data import Pool
+from trainleak.systems.federated.design import choose_groups
 from trainleak.systems.federated.malicious import malicious_mlp
 from trainleak.systems.training import TrainConfig, train
 
@@ -59,15 +60,20 @@ def active_cell(
     batch_size: int,
     *,
     neurons: int,
-    n_groups: int,
+    n_groups: int | None = None,
     hidden: int = 32,
     dtype: torch.dtype = torch.float64,
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """Erasure decoding (``n_groups`` groups) against imprint (one group), same neuron count.
 
-    ``neurons`` is rounded up to a multiple of ``n_groups``; both layers get that many.
+    ``n_groups=None`` lets the server choose the count for this batch size and neuron budget
+    (:func:`~trainleak.systems.federated.design.choose_groups`: one group when the budget
+    is too small for peeling to pay). ``neurons`` is rounded up to a multiple of the count;
+    both layers get that many.
     """
+    if n_groups is None:
+        n_groups = choose_groups(batch_size, neurons)
 
     gen = torch.Generator().manual_seed(seed * 7919 + batch_size)
     x, y = pool.batch(batch_size, gen)

@@ -8,7 +8,7 @@ from trainleak.attacks.distillation.membership import (
     LossMembership,
     NearestSyntheticMembership,
 )
-from trainleak.attacks.distillation.recovery import NearestSyntheticRecovery
+from trainleak.attacks.distillation.recovery import NearestSyntheticRecovery, restore_images
 from trainleak.attacks.distillation.reveal import (
     InformationRevelation,
     MetaClassifier,
@@ -24,6 +24,7 @@ __all__ = [
     "MetaClassifier",
     "NearestSyntheticMembership",
     "NearestSyntheticRecovery",
+    "restore_images",
     "Revelation",
     "fingerprint",
     "fingerprints",

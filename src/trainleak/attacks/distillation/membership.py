@@ -153,6 +153,31 @@ class _SurrogateAttack(InformationRevelation):
     surrogate_lr: float = param(0.1, gt=0)
     surrogates: int = param(1, ge=1, integer=True)
 
+    def run(
+        self,
+        release: DistilledSet,
+        knowledge: Knowledge,
+        generator: torch.Generator,
+        progress: Progress | None,
+    ) -> Reconstruction:
+        x, y = candidates(knowledge, release)
+        choice = self._choice(release, knowledge)
+        score, extra = self._score(release, knowledge, choice, x, y)
+        diag: dict[str, Any] = {"algorithm": choice[0], "architecture": choice[1].kind, **extra}
+        return Reconstruction(inputs=x, labels=y, scores=score.float(), diagnostics=diag)
+
+    def _score(
+        self,
+        release: DistilledSet,
+        knowledge: Knowledge,
+        choice: tuple[str, ModelSpec],
+        x: torch.Tensor,
+        y: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Membership scores of the candidates ``x, y`` and extra diagnostics, given the
+        surrogates' (algorithm, architecture spec)."""
+        raise NotImplementedError
+
     def _choice(self, release: DistilledSet, knowledge: Knowledge) -> tuple[str, ModelSpec]:
         """The (algorithm, architecture spec) of the surrogates: revealed, or the architecture
         given (then the algorithm is reported as ``"unknown"``)."""
@@ -208,18 +233,15 @@ class LossMembership(_SurrogateAttack):
         "revealed architecture trained on the set"
     )
 
-    def run(
+    def _score(
         self,
         release: DistilledSet,
         knowledge: Knowledge,
-        generator: torch.Generator,
-        progress: Progress | None,
-    ) -> Reconstruction:
-        x, y = candidates(knowledge, release)
-        algorithm, spec = self._choice(release, knowledge)
-        score = self._confidences(release, spec, x, y)
-        diag: dict[str, Any] = {"algorithm": algorithm, "architecture": spec.kind}
-        return Reconstruction(inputs=x, labels=y, scores=score.float(), diagnostics=diag)
+        choice: tuple[str, ModelSpec],
+        x: torch.Tensor,
+        y: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        return self._confidences(release, choice[1], x, y), {}
 
 
 @register_attack
@@ -255,24 +277,18 @@ class LiRAMembership(_SurrogateAttack):
         order = sorted(range(len(sets)), key=lambda i: (rank(sets[i]), i))
         return [sets[i] for i in order[: self.shadows]]
 
-    def run(
+    def _score(
         self,
         release: DistilledSet,
         knowledge: Knowledge,
-        generator: torch.Generator,
-        progress: Progress | None,
-    ) -> Reconstruction:
-        x, y = candidates(knowledge, release)
-        algorithm, spec = self._choice(release, knowledge)
+        choice: tuple[str, ModelSpec],
+        x: torch.Tensor,
+        y: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        algorithm, spec = choice
         target = self._confidences(release, spec, x, y)
         sets = self._shadow_sets(knowledge, release, algorithm, spec.kind)
         outs = torch.stack([self._confidences(s.release, spec, x, y) for s in sets])
         mu = outs.mean(0)
         sigma = (outs - mu).std().clamp_min(1e-6) if len(sets) > 1 else torch.tensor(1.0)
-        score = (target - mu) / sigma
-        diag: dict[str, Any] = {
-            "algorithm": algorithm,
-            "architecture": spec.kind,
-            "shadow_surrogates": len(sets),
-        }
-        return Reconstruction(inputs=x, labels=y, scores=score.float(), diagnostics=diag)
+        return (target - mu) / sigma, {"shadow_surrogates": len(sets)}

@@ -1,0 +1,169 @@
+"""Benchmark model inversion of released classifiers (seeds 3 and 8, issue 12).
+
+Runs ``model-inversion-adaptive`` and ``atat-privacy`` on the ORL faces (20 private / 20 public
+identities at 32 x 32, dlib identity evaluator on) and summarises the issue's targets:
+
+* undefended target, adaptive attack: Acc@1 under the standard evaluator >= 0.8 over the 20
+  private identities (chance 0.05), and dlib identity accuracy beside the prior-only baseline;
+* leakage factor adaptive/standard >= 1.5 for at least one defense, with its interval;
+* AT-AT: attack accuracy at most half the standard model's, clean accuracy within 3 points;
+* each default run's wall time (the targets are cached by content hash: a rerun skips them).
+
+Writes ``benchmarks/results/model_inversion.json`` and ``.md``. Run from the repository root:
+``TRAINLEAK_DATA=../shared/data OMP_NUM_THREADS=1 .venv/bin/python benchmarks/model_inversion.py``
+(``--only adaptive`` or ``--only atat`` runs one experiment and merges into the JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from trainleak.audit.serialize import to_jsonable
+from trainleak.experiments import atat_privacy, model_inversion_adaptive
+from trainleak.experiments.base import Result
+from trainleak.experiments.model_inversion_claims import (
+    AtatPrivacyConfig,
+    ModelInversionAdaptiveConfig,
+)
+
+OUT = Path(__file__).parent / "results"
+ORL: dict[str, Any] = {"dataset": "orl", "dlib": True}
+
+
+def _rows(table: list[Mapping[str, Any]], **match: Any) -> list[Mapping[str, Any]]:
+    return [r for r in table if all(r.get(k) == v for k, v in match.items())]
+
+
+def _one(table: list[Mapping[str, Any]], **match: Any) -> Mapping[str, Any] | None:
+    got = _rows(table, **match)
+    return got[0] if got else None
+
+
+def summarise_adaptive(res: Mapping[str, Any], wall: float) -> dict[str, Any]:
+    """The undefended target's accuracies and the leakage factors."""
+    att, leak = res["tables"]["attacks"], res["tables"]["leakage"]
+    out: dict[str, Any] = {"wall_s": wall, "claims": res["claims"]}
+    for attack in ("standard", "adaptive", "prior_only"):
+        for ev in ("standard", "robust", "dlib"):
+            r = _one(att, target="standard", attack=attack, evaluator=ev)
+            if r is not None:
+                out[f"undefended_{attack}_{ev}"] = [r["acc1"], r["acc1_lo"], r["acc1_hi"]]
+    factors = [r for r in leak if r["evaluator"] == "standard" and r["target"] != "standard"]
+    best = max(factors, key=lambda r: r["factor"], default=None)
+    out["leakage"] = {r["target"]: [r["factor"], r["lo"], r["hi"]] for r in factors}
+    out["best_leakage"] = best
+    a1 = out.get("undefended_adaptive_standard", [0.0])[0]
+    out["target_acc1_0.8"] = a1 >= 0.8
+    out["target_leakage_1.5"] = best is not None and best["factor"] >= 1.5
+    return out
+
+
+def summarise_atat(res: Mapping[str, Any], wall: float) -> dict[str, Any]:
+    """The best AT-AT model within 3 points of clean accuracy against the standard model."""
+    models, att = res["tables"]["models"], res["tables"]["attacks"]
+    acc = {r["target"]: r for r in _rows(att, attack="standard", evaluator="standard")}
+    clean = {r["target"]: r["clean_accuracy"] for r in models}
+    std = acc["standard"]["acc1"]
+    ok = [t for t, r in clean.items() if t.startswith("atat") and r >= clean["standard"] - 0.03]
+    best = min(ok, key=lambda t: acc[t]["acc1"], default=None)
+    out: dict[str, Any] = {
+        "wall_s": wall,
+        "claims": res["claims"],
+        "standard_acc1": std,
+        "standard_clean": clean["standard"],
+    }
+    out["models"] = {
+        t: {
+            "clean": clean[t],
+            "acc1": acc[t]["acc1"],
+            "robust": next(m["robust_accuracy"] for m in models if m["target"] == t),
+        }
+        for t in clean
+    }
+    out["best_atat"] = best
+    out["target_atat_half"] = best is not None and acc[best]["acc1"] <= std / 2
+    return out
+
+
+def _markdown(summary: Mapping[str, Any]) -> str:
+    lines = ["# Model inversion benchmark (ORL faces, 20 private identities, 32x32)", ""]
+    a = summary.get("adaptive")
+    if a:
+        lines += [
+            f"model-inversion-adaptive: {a['wall_s']:.0f} s",
+            "",
+            "| undefended target | Acc@1 [95% CI] |",
+            "|---|---|",
+        ]
+        for k, v in a.items():
+            if k.startswith("undefended_"):
+                lines.append(f"| {k[11:]} | {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}] |")
+        lines += ["", "| defense | leakage factor [95% CI] |", "|---|---|"]
+        lines += [
+            f"| {t} | {f:.2f} [{lo:.2f}, {hi:.2f}] |" for t, (f, lo, hi) in a["leakage"].items()
+        ]
+        lines += [
+            "",
+            f"Targets: adaptive Acc@1 >= 0.8: {a['target_acc1_0.8']}; "
+            f"a leakage factor >= 1.5: {a['target_leakage_1.5']}",
+            "",
+        ]
+        lines += [f"- {c['text']}: {c['holds']}" for c in a["claims"]]
+    t = summary.get("atat")
+    if t:
+        lines += [
+            "",
+            f"atat-privacy: {t['wall_s']:.0f} s",
+            "",
+            "| model | clean | robust | Acc@1 (standard attack) |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {m} | {v['clean']:.3f} | {v['robust']:.3f} | {v['acc1']:.3f} |"
+            for m, v in t["models"].items()
+        ]
+        lines += [
+            "",
+            f"Target AT-AT <= half of standard at clean within 3 points: "
+            f"{t['target_atat_half']} (best {t['best_atat']})",
+            "",
+        ]
+        lines += [f"- {c['text']}: {c['holds']}" for c in t["claims"]]
+    return "\n".join(lines) + "\n"
+
+
+def _plain(res: Result) -> dict[str, Any]:
+    claims = [{"text": c.text, "holds": c.holds, "evidence": dict(c.evidence)} for c in res.claims]
+    return to_jsonable({"tables": res.tables, "claims": claims})  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--only", choices=["adaptive", "atat"], default=None)
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / "model_inversion.json"
+    new: dict[str, Any] = {}
+    if args.only in (None, "adaptive"):
+        start = time.perf_counter()
+        res = model_inversion_adaptive.run(ModelInversionAdaptiveConfig(**ORL))
+        new["adaptive"] = summarise_adaptive(_plain(res), time.perf_counter() - start)
+    if args.only in (None, "atat"):
+        start = time.perf_counter()
+        res = atat_privacy.run(AtatPrivacyConfig(**ORL))
+        new["atat"] = summarise_atat(_plain(res), time.perf_counter() - start)
+    # read the file only now: another run (--only the other part) may have written it
+    summary: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+    summary.update(new)
+    path.write_text(json.dumps(to_jsonable(summary), indent=2))
+    (OUT / "model_inversion.md").write_text(_markdown(summary))
+    print(_markdown(summary))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Pieces shared by the generative model-inversion attacks: identity losses, selection scores,
+augmentations and the surrogate students of model augmentation.
+
+References:
+    Struppek et al., "Plug & Play Attacks", ICML 2022 (Poincare loss on l1-normalised logits,
+    candidate and final selection by confidence under random transforms).
+    Nguyen, Tran, Ngo, Tran, Cheung, "Re-thinking Model Inversion Attacks Against Deep Neural
+    Networks", CVPR 2023 (logit loss, model augmentation by distilled surrogates).
+    Carlini and Wagner, "Towards Evaluating the Robustness of Neural Networks", S&P 2017 (the
+    margin loss).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from trainleak.data.augment import DiffAugment
+from trainleak.models.fitting import fit
+from trainleak.models.registry import build_model, model_spec
+
+Loss = Literal["poincare", "ce", "margin", "logit"]
+Select = Literal["confidence", "margin"]
+LOSSES: tuple[Loss, ...] = ("poincare", "ce", "margin", "logit")
+SELECTS: tuple[Select, ...] = ("confidence", "margin")
+_POINCARE_EDGE = 1e-4
+
+
+def margin(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``z_y - max_{k != y} z_k`` per row."""
+    own = logits.gather(1, target[:, None]).squeeze(1)
+    others = logits.masked_fill(F.one_hot(target, logits.shape[1]).bool(), float("-inf"))
+    return own - others.max(1).values
+
+
+def identity_loss(
+    logits: torch.Tensor, target: torch.Tensor, kind: Loss, temperature: float = 1.0
+) -> torch.Tensor:
+    """Per-row identity loss (lower = more of class ``target``).
+
+    ``poincare``: the Poincare distance between the l1-normalised logits and the one-hot
+    target (shrunk by 1e-4 to stay inside the unit ball), PPA's loss. ``ce``: cross-entropy of
+    ``logits / temperature``. ``margin``: minus the margin. ``logit``: minus the target logit.
+    """
+    if kind == "ce":
+        return F.cross_entropy(logits / temperature, target, reduction="none")
+    if kind == "margin":
+        return -margin(logits, target)
+    if kind == "logit":
+        return -logits.gather(1, target[:, None]).squeeze(1)
+    u = logits / logits.abs().sum(1, keepdim=True).clamp_min(1e-12)
+    v = (F.one_hot(target, logits.shape[1]).to(logits) - _POINCARE_EDGE).clamp_min(0)
+    num = 2 * (u - v).pow(2).sum(1)
+    den = (1 - u.pow(2).sum(1)).clamp_min(1e-12) * (1 - v.pow(2).sum(1)).clamp_min(1e-12)
+    return torch.acosh(1 + num / den)
+
+
+def selection_score(logits: torch.Tensor, target: torch.Tensor, kind: Select) -> torch.Tensor:
+    """Per-row score (higher = more of class ``target``): softmax confidence or margin."""
+    if kind == "margin":
+        return margin(logits, target)
+    return torch.softmax(logits, 1).gather(1, target[:, None]).squeeze(1)
+
+
+def augmenter(flip: bool) -> DiffAugment:
+    """PPA's random resized crop (scale 0.9-1), as a small differentiable affine transform."""
+    return DiffAugment(scale=0.1, rotate_deg=0.0, translate=0.05, flip=flip)
+
+
+def mean_scores(
+    models: list[nn.Module],
+    images: torch.Tensor,
+    kind: Select,
+    transforms: int,
+    aug: DiffAugment,
+    gen: torch.Generator,
+) -> torch.Tensor:
+    """``(n, C)`` selection scores of every image for every class, averaged over the models and
+    over the untransformed image plus ``transforms`` random transforms."""
+    total = torch.zeros(())
+    n_views = 0
+    with torch.no_grad():
+        for t in range(transforms + 1):
+            view = images if t == 0 else aug(images, gen)
+            for m in models:
+                logits = m(view)
+                c = int(logits.shape[1])
+                cols = [
+                    selection_score(logits, torch.full((len(view),), k, dtype=torch.long), kind)
+                    for k in range(c)
+                ]
+                total = total + torch.stack(cols, 1)
+                n_views += 1
+    return total / n_views
+
+
+def surrogates(
+    target: nn.Module,
+    decoder: nn.Module,
+    latent_dim: int,
+    count: int,
+    *,
+    samples: int,
+    steps: int,
+    gen: torch.Generator,
+) -> list[nn.Module]:
+    """Model augmentation: ``count`` MLP students distilled from the target's soft labels on
+    prior samples (Nguyen et al. 2023); seeds drawn from ``gen``."""
+    out: list[nn.Module] = []
+    with torch.no_grad():
+        x = decoder(torch.randn(samples, latent_dim, generator=gen))
+        soft = torch.softmax(target(x), 1)
+    for _ in range(count):
+        spec = model_spec(
+            "mlp", input_shape=tuple(x.shape[1:]), hidden=[256, 128], out_dim=int(soft.shape[1])
+        )
+        student = build_model(spec, seed=int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+        fit(student, x, soft, steps=steps, lr=0.05, generator=gen, batch_size=128)
+        student.eval()
+        for p in student.parameters():
+            p.requires_grad_(False)
+        out.append(student)
+    return out

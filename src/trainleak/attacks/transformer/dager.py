@@ -1,0 +1,187 @@
+"""DAGER: exact gradient inversion of transformers by span tests.
+
+Layer 1: every vocabulary token at every position is tested for membership of the row space of
+the first Q/K/V gradient (distance below ``l1_threshold``); layer 2: candidate sequences built
+from the surviving tokens are run through the first block and kept when every position's
+input to the second block lies in that block's gradient row space (``l2_threshold``). Decoders
+are searched greedily left to right (a causal prefix fixes its positions); encoders by
+exhaustive enumeration per length, or a beam when the product of candidate counts exceeds
+``max_combinations`` (the heuristic part of DAGER's encoder search).
+
+References:
+    Petrov, Dimitrov, Baader, Mueller, Vechev, *DAGER: Exact Gradient Inversion for Large
+    Language Models*, NeurIPS 2024, Alg. 1-2 (defaults l1 1e-5, l2 1e-3).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from trainleak.attacks.base import Attack, Reconstruction, register_attack
+from trainleak.attacks.transformer._output import pack
+from trainleak.attacks.transformer._spans import RankRule, Spans, build_spans
+from trainleak.errors import ConfigError
+from trainleak.progress import Progress
+from trainleak.releases.knowledge import Knowledge
+from trainleak.releases.transformer_update import TransformerUpdate
+from trainleak.validation import param
+
+
+@register_attack
+@dataclass(frozen=True, kw_only=True)
+class Dager(Attack[TransformerUpdate]):
+    """The DAGER span-test search (see the module docstring).
+
+    Args:
+        l1_threshold: layer-1 span distance below which a token is a candidate.
+        l2_threshold: largest layer-2 distance of an accepted sequence.
+        rank: ``"tolerance"`` (singular values above ``tol``) or ``"batch"`` (top ``B * n``).
+        tol: relative singular-value tolerance (``None``: dtype precision).
+        max_combinations: largest encoder search enumerated exhaustively per length.
+        beam_width: prefixes kept per step by the beam (encoders) and the greedy search.
+        exact: refuse a batch with ``B * n`` not below the layer width.
+    """
+
+    name: ClassVar[str] = "dager"
+    summary: ClassVar[str] = "DAGER: layer-1/layer-2 span tests over tokens (Petrov 2024)"
+    release_type: ClassVar[type[TransformerUpdate]] = TransformerUpdate
+
+    l1_threshold: float = param(1e-5, gt=0, le=1)
+    l2_threshold: float = param(1e-3, gt=0, le=1)
+    rank: RankRule = param("tolerance", choices=RankRule)
+    tol: float | None = param(None, gt=0, lt=1)
+    max_combinations: int = param(20000, ge=1, integer=True)
+    beam_width: int = param(256, ge=1, integer=True)
+    exact: bool = True
+
+    def run(
+        self,
+        release: TransformerUpdate,
+        knowledge: Knowledge,
+        generator: torch.Generator,
+        progress: Progress | None,
+    ) -> Reconstruction:
+        spans = build_spans(release, rank=self.rank, tol=self.tol, exact=self.exact)
+        cands = [
+            torch.nonzero(spans.table[t] < self.l1_threshold).flatten().tolist()
+            for t in range(spans.positions)
+        ]
+        if not cands[0] and self.exact:
+            raise ConfigError(
+                "no vocabulary token lies in the layer-1 gradient span at position 0: the "
+                "gradient was not computed at these weights or with this tokenizer (or is "
+                "noised; raise l1_threshold or use rank='batch')"
+            )
+        search = _decoder_search if spans.causal else _encoder_search
+        found, evaluated = search(self, spans, cands)
+        found.sort(key=lambda item: item[1])
+        seqs = [s for s, _ in found[: release.batch_size or len(found)]]
+        out = pack(
+            seqs,
+            release.batch_size,
+            release.max_length,
+            spans.pad_id,
+            candidates_per_position=tuple(len(c) for c in cands),
+            sequences_evaluated=evaluated,
+        )
+        missing = [-1.0] * (len(out) - len(seqs))
+        scores = torch.tensor([-d for _, d in found[: len(seqs)]] + missing)
+        return Reconstruction(out.inputs, scores=scores, diagnostics=out.diagnostics)
+
+    def expected_shape(
+        self, release: TransformerUpdate, knowledge: Knowledge
+    ) -> tuple[int, ...] | None:
+        return (release.max_length,)
+
+
+def _worst(d: torch.Tensor) -> float:
+    return float(d.max())
+
+
+def _decoder_search(
+    att: Dager, spans: Spans, cands: list[list[int]]
+) -> tuple[list[tuple[list[int], float]], int]:
+    """Greedy autoregressive search: extend each accepted prefix by every layer-1 candidate of
+    the next position and keep the extensions whose new position passes both tests; a prefix
+    that no candidate extends is finished, closed with the end token (whose position feeds no
+    gradient)."""
+    prefixes: list[tuple[list[int], float]] = [([], 0.0)]
+    done: list[tuple[list[int], float]] = []
+    evaluated = 0
+    for t in range(spans.positions - 1):
+        trials = [(p + [v], w) for p, w in prefixes for v in cands[t] if v != spans.end_id]
+        dists = spans.distances([s + [spans.end_id] for s, _ in trials]) if trials else []
+        evaluated += len(trials)
+        kept: list[tuple[list[int], float]] = []
+        for (s, w), d in zip(trials, dists, strict=True):
+            worst = max(w, float(d[1, t]), float(d[0, t]))
+            if worst < att.l2_threshold:
+                kept.append((s, worst))
+        extended = {tuple(s[:-1]) for s, _ in kept}
+        done += [(p + [spans.end_id], w) for p, w in prefixes if p and tuple(p) not in extended]
+        kept.sort(key=lambda item: item[1])
+        prefixes = kept[: att.beam_width]
+        if not prefixes:
+            break
+    done += [(p + [spans.end_id], w) for p, w in prefixes if p]
+    return done, evaluated
+
+
+def _encoder_search(
+    att: Dager, spans: Spans, cands: list[list[int]]
+) -> tuple[list[tuple[list[int], float]], int]:
+    """Per length ``l`` with the end token a candidate at ``l - 1``: all combinations of the
+    candidates at positions ``0 .. l - 2`` when the product is at most ``max_combinations``;
+    otherwise one left-to-right beam whose prefixes are closed and tested wherever the end
+    token is a candidate."""
+    inner = [[v for v in c if v != spans.end_id] for c in cands]
+    ends = [t for t in range(1, spans.positions) if spans.end_id in cands[t]]
+    if not ends:
+        return [], 0
+    if math.prod(max(len(c), 1) for c in inner[: ends[-1]]) > att.max_combinations:
+        return _beam(att, spans, inner, set(ends))
+    found: list[tuple[list[int], float]] = []
+    evaluated = 0
+    for t_end in ends:
+        if any(not c for c in inner[:t_end]):
+            continue
+        seqs = [list(c) + [spans.end_id] for c in itertools.product(*inner[:t_end])]
+        found += _accept(att, spans, seqs)
+        evaluated += len(seqs)
+    return found, evaluated
+
+
+def _accept(att: Dager, spans: Spans, seqs: list[list[int]]) -> list[tuple[list[int], float]]:
+    out = []
+    for s, d in zip(seqs, spans.distances(seqs), strict=True):
+        if float(d.max()) < att.l2_threshold:
+            out.append((s, float(d.max())))
+    return out
+
+
+def _beam(
+    att: Dager, spans: Spans, inner: list[list[int]], ends: set[int]
+) -> tuple[list[tuple[list[int], float]], int]:
+    """Beam over prefixes, each scored by the mean layer-2 distance of the prefix closed with
+    the end token (an approximation: an encoder's later tokens change earlier positions)."""
+    beam: list[list[int]] = [[]]
+    found: list[tuple[list[int], float]] = []
+    evaluated = 0
+    for t in range(spans.positions):
+        if t in ends:
+            closed = [p + [spans.end_id] for p in beam]
+            found += _accept(att, spans, closed)
+            evaluated += len(closed)
+        trials = [p + [v] for p in beam for v in inner[t]]
+        if not trials:
+            break
+        dists = spans.distances([s + [spans.end_id] for s in trials])
+        evaluated += len(trials)
+        order = sorted(range(len(trials)), key=lambda i: float(dists[i][1, :-1].mean()))
+        beam = [trials[i] for i in order[: att.beam_width]]
+    return found, evaluated

@@ -1,0 +1,145 @@
+"""Claims of ``atat-privacy`` (seed 8, AT-AT), pure functions of the rows of
+:mod:`.model_inversion_claims`, each unit-tested on both sides.
+
+Torp, Smith and Breuer, "Reducing information dependency does not cause training data privacy.
+Adversarially non-robust features do.", ICLR 2026. The attack judged is the standard
+(PPA-style) attack under the standard evaluator.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from trainleak.experiments.base import Claim, claim, not_tested
+from trainleak.experiments.model_inversion_claims import (
+    AtatPrivacyConfig,
+    AttackRow,
+    Row,
+    _acc,
+    _targets,
+)
+from trainleak.metrics.inversion import spearman
+
+
+def atat_lowers_attack(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> Claim:
+    """Some AT-AT model within ``clean_tolerance`` of the standard model's clean accuracy has an
+    Acc@1 interval entirely below the standard model's."""
+    text = "AT-AT lowers attack accuracy at about equal clean accuracy"
+    tg, acc = _targets(rows), _acc(rows, "standard")
+    if "standard" not in tg or "standard" not in acc:
+        return not_tested(text, "no standard model")
+    base_clean, base = tg["standard"].clean_accuracy, acc["standard"]
+    ok = [
+        t
+        for t, r in tg.items()
+        if r.family == "atat" and t in acc and r.clean_accuracy >= base_clean - cfg.clean_tolerance
+    ]
+    if not ok:
+        return not_tested(text, "no AT-AT model within the clean-accuracy tolerance")
+    best = min(ok, key=lambda t: acc[t].acc1)
+    return claim(
+        text,
+        acc[best].acc1_hi < base.acc1_lo,
+        best=best,
+        atat_acc1=acc[best].acc1,
+        standard_acc1=base.acc1,
+        atat_clean=tg[best].clean_accuracy,
+        standard_clean=base_clean,
+        ratio=acc[best].acc1 / base.acc1 if base.acc1 > 0 else math.inf,
+    )
+
+
+def at_raises_attack(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> Claim:
+    """The AT model's Acc@1 interval lies entirely above the standard model's."""
+    text = "Adversarial training raises attack accuracy"
+    acc = _acc(rows, "standard")
+    if "at" not in acc or "standard" not in acc:
+        return not_tested(text, "no AT or standard model")
+    at, std = acc["at"], acc["standard"]
+    return claim(
+        text,
+        at.acc1_lo > std.acc1_hi,
+        at=at.acc1,
+        standard=std.acc1,
+        at_interval=(at.acc1_lo, at.acc1_hi),
+        standard_interval=(std.acc1_lo, std.acc1_hi),
+    )
+
+
+def hsic_does_not_separate(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> Claim:
+    """'Private' models (Acc@1 at most half the standard model's) and the others have
+    overlapping ranges of HSIC(X, Z) and of HSIC(Y, Z)."""
+    text = "HSIC does not separate private from non-private models"
+    tg, acc = _targets(rows), _acc(rows, "standard")
+    if "standard" not in acc:
+        return not_tested(text, "no standard model")
+    half = acc["standard"].acc1 / 2
+    names = [t for t in tg if t in acc]
+    private = [t for t in names if acc[t].acc1 <= half]
+    public = [t for t in names if acc[t].acc1 > half]
+    if not private or not public:
+        return not_tested(text, "needs both private and non-private models", private=private)
+
+    def overlap(key: str) -> bool:
+        a = [getattr(tg[t], key) for t in private]
+        b = [getattr(tg[t], key) for t in public]
+        return min(a) <= max(b) and min(b) <= max(a)
+
+    return claim(
+        text,
+        overlap("hsic_xz") and overlap("hsic_yz"),
+        private=private,
+        overlap_xz=overlap("hsic_xz"),
+        overlap_yz=overlap("hsic_yz"),
+    )
+
+
+def memorising_stays_hard(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> Claim:
+    """The memorising model's Acc@1 is not above the standard model's interval."""
+    text = "The maximally memorising model stays hard to invert"
+    acc = _acc(rows, "standard")
+    if "memorise" not in acc or "standard" not in acc:
+        return not_tested(text, "no memorising or standard model")
+    mem, std = acc["memorise"], acc["standard"]
+    return claim(
+        text, mem.acc1 <= std.acc1_hi, memorise=mem.acc1, standard=std.acc1, standard_hi=std.acc1_hi
+    )
+
+
+def droplayer_still_inverted(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> Claim:
+    """The drop-layer model's Acc@1 lower bound exceeds chance and the prior-only baseline on
+    it (the prior fills in the unseen pixels)."""
+    text = "The drop-layer model (about 3% of pixels seen) is still inverted"
+    acc, base = _acc(rows, "standard"), _acc(rows, "prior_only")
+    if "droplayer" not in acc or "droplayer" not in base:
+        return not_tested(text, "no drop-layer model or its baseline")
+    d = acc["droplayer"]
+    holds = d.acc1_lo > d.chance and d.acc1_lo > base["droplayer"].acc1
+    return claim(
+        text, holds, acc1=d.acc1, lo=d.acc1_lo, prior_only=base["droplayer"].acc1, chance=d.chance
+    )
+
+
+def monotone_in_robustness(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> Claim:
+    """Across the standard, AT and AT-AT models, Spearman(mean robust accuracy over the epsilon
+    grid, Acc@1) is at least ``min_rho``."""
+    text = f"Attack accuracy is monotone in robustness across the AT-AT knob (rho >= {cfg.min_rho})"
+    tg, acc = _targets(rows), _acc(rows, "standard")
+    names = [t for t in tg if t in acc and tg[t].family in ("standard", "at", "atat")]
+    rho = spearman([tg[t].robust_mean for t in names], [acc[t].acc1 for t in names])
+    if math.isnan(rho):
+        return not_tested(text, "fewer than three models or a constant sequence", rho=rho)
+    return claim(text, rho >= cfg.min_rho, rho=rho, models=names)
+
+
+ATAT_CLAIMS = (
+    atat_lowers_attack,
+    at_raises_attack,
+    hsic_does_not_separate,
+    memorising_stays_hard,
+    droplayer_still_inverted,
+    monotone_in_robustness,
+)
+
+__all__ = ["ATAT_CLAIMS", "AttackRow"]

@@ -1,0 +1,249 @@
+"""Rows, configs and claims of ``model-inversion-adaptive`` (seed 3) and ``atat-privacy``
+(seed 8): pure functions of the measurements, each unit-tested on both sides.
+
+Seed 3: adaptive attacks leak more than the standard attack on every defense, most on the
+defenses that look strongest; the standard and robust evaluators disagree; leakage tracks
+adversarial robustness. Seed 8: AT-AT lowers attack accuracy at about equal clean accuracy; AT
+raises it; HSIC does not separate private from non-private models; the memorising model stays
+hard to invert; the drop-layer model is still inverted; attack accuracy is monotone in
+robustness across the AT-AT knob.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
+
+from trainleak.experiments.base import Claim, ExperimentConfig, claim, not_tested
+from trainleak.metrics.inversion import spearman
+from trainleak.scenarios.inversion_targets import TargetName
+
+Dataset = Literal["mnist", "orl"]
+
+
+class InversionConfig(ExperimentConfig):
+    """Shared config of the two model-inversion experiments (defaults: MNIST, 2 CPU cores)."""
+
+    dataset: Dataset = "mnist"
+    n_private: int = Field(3000, ge=50)
+    n_public: int = Field(3000, ge=50)
+    n_test: int = Field(1000, ge=10)
+    size: int = Field(32, ge=8)
+    target_steps: int = Field(600, ge=1)
+    evaluator_steps: int = Field(400, ge=1)
+    prior_steps: int = Field(2000, ge=1)
+    latent_dim: int = Field(16, ge=1)
+    candidates: int = Field(200, ge=1)
+    keep: int = Field(16, ge=1)
+    final: int = Field(8, ge=1)
+    attack_steps: int = Field(100, ge=1)
+    adaptive_steps: int = Field(200, ge=1)
+    restarts: int = Field(2, ge=1)
+    model_augment: int = Field(1, ge=0)
+    eps_grid: list[float] = Field(default_factory=lambda: [0.0, 0.01, 0.025, 0.05, 0.1])
+    robust_eps: float = Field(0.05, gt=0)
+    n_robust: int = Field(300, ge=10)
+    dlib: bool = False
+    cache_dir: str | None = None
+    use_cache: bool = True
+
+
+ADAPTIVE_TARGETS: tuple[TargetName, ...] = (
+    "standard",
+    "mixup",
+    "at",
+    "negls",
+    "bido",
+    "mid",
+    "tl",
+    "atat",
+)
+
+
+class ModelInversionAdaptiveConfig(InversionConfig):
+    """Config of ``model-inversion-adaptive``."""
+
+    targets: list[TargetName] = Field(default_factory=lambda: list(ADAPTIVE_TARGETS))
+    min_rho: float = Field(0.5, ge=-1, le=1)
+
+
+class AtatPrivacyConfig(InversionConfig):
+    """Config of ``atat-privacy``: AT-AT swept over weights at ``atat_eps`` (and over radii at
+    ``atat_weights[0]``)."""
+
+    atat_weights: list[float] = Field(default_factory=lambda: [0.08, 0.3, 1.0])
+    atat_eps: list[float] = Field(default_factory=lambda: [0.005, 0.02])
+    clean_tolerance: float = Field(0.03, ge=0)
+    min_rho: float = Field(0.8, ge=-1, le=1)
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """One trained target.
+
+    Attributes:
+        target: its name (``standard``, ``at``, ``atat-w0.3-e0.005``, ...).
+        family: the defense family (``standard``, ``at``, ``atat``, ``memorise``, ...).
+        clean_accuracy: test accuracy on the private classes.
+        robust_accuracy: PGD robust accuracy at ``robust_eps``.
+        median_min_eps: median smallest grid radius that flips a prediction.
+        robust_mean: mean robust accuracy over the epsilon grid (the robustness the
+            correlation claims use: finer than one radius, where many models sit at 0 or 1).
+        hsic_xz, hsic_yz: HSIC of the penultimate features with inputs and labels.
+    """
+
+    target: str
+    family: str
+    clean_accuracy: float
+    robust_accuracy: float
+    median_min_eps: float
+    robust_mean: float
+    hsic_xz: float
+    hsic_yz: float
+
+
+@dataclass(frozen=True)
+class AttackRow:
+    """One (target, attack, evaluator) score.
+
+    Attributes:
+        target, family: as in :class:`TargetRow`.
+        attack: ``standard``, ``adaptive`` or ``prior_only``.
+        evaluator: ``standard``, ``robust`` or ``dlib``.
+        acc1, acc1_lo, acc1_hi: Acc@1 and its bootstrap interval.
+        acc5: Acc@5 (for ``dlib``: NaN).
+        n: images scored; chance: 1 / number of classes.
+    """
+
+    target: str
+    family: str
+    attack: str
+    evaluator: str
+    acc1: float
+    acc1_lo: float
+    acc1_hi: float
+    acc5: float
+    n: int
+    chance: float
+
+
+@dataclass(frozen=True)
+class LeakageRow:
+    """Adaptive / standard Acc@1 of one target under one evaluator, with its interval."""
+
+    target: str
+    evaluator: str
+    factor: float
+    lo: float
+    hi: float
+
+
+Row = TargetRow | AttackRow | LeakageRow
+
+
+def _acc(rows: Sequence[Row], attack: str, evaluator: str = "standard") -> dict[str, AttackRow]:
+    return {
+        r.target: r
+        for r in rows
+        if isinstance(r, AttackRow) and r.attack == attack and r.evaluator == evaluator
+    }
+
+
+def _targets(rows: Sequence[Row]) -> dict[str, TargetRow]:
+    return {r.target: r for r in rows if isinstance(r, TargetRow)}
+
+
+# ---- seed 3 -------------------------------------------------------------------------------
+
+
+def adaptive_at_least_standard(rows: Sequence[Row], cfg: object) -> Claim:
+    """For every defense the adaptive attack's Acc@1 is not below the standard attack's
+    (no target whose adaptive interval lies entirely below the standard point estimate)."""
+    text = "Adaptive attacks reach at least the standard attack's accuracy on every defense"
+    std, ada = _acc(rows, "standard"), _acc(rows, "adaptive")
+    common = sorted(set(std) & set(ada))
+    if not common:
+        return not_tested(text, "no target with both attacks")
+    worse = [t for t in common if ada[t].acc1_hi < std[t].acc1]
+    pairs = {t: (round(std[t].acc1, 3), round(ada[t].acc1, 3)) for t in common}
+    return claim(text, not worse, worse=worse, standard_vs_adaptive=pairs)
+
+
+def largest_gain_on_strongest_defenses(rows: Sequence[Row], cfg: object) -> Claim:
+    """The target with the largest leakage factor is among the half of the defended targets
+    with the lowest standard-attack accuracy (the defenses that look strongest)."""
+    text = "The largest leakage factors are on the defenses that look strongest"
+    std = _acc(rows, "standard")
+    fac = {
+        r.target: r.factor for r in rows if isinstance(r, LeakageRow) and r.evaluator == "standard"
+    }
+    common = sorted((set(std) & set(fac)) - {"standard"})
+    finite = [t for t in common if math.isfinite(fac[t])]
+    if len(common) < 2:
+        return not_tested(text, "fewer than two defended targets")
+    top = max(common, key=lambda t: (not math.isfinite(fac[t]), fac[t] if t in finite else 0.0))
+    ranked = sorted(common, key=lambda t: std[t].acc1)
+    strongest = ranked[: math.ceil(len(ranked) / 2)]
+    return claim(text, top in strongest, top=top, factor=fac[top], strongest_half=strongest)
+
+
+def evaluators_disagree(rows: Sequence[Row], cfg: object) -> Claim:
+    """For some (target, attack) the standard and robust evaluators' Acc@1 intervals are
+    disjoint."""
+    text = "The standard and robust evaluators disagree"
+    std = {
+        (r.target, r.attack): r
+        for r in rows
+        if isinstance(r, AttackRow) and r.evaluator == "standard"
+    }
+    rob = {
+        (r.target, r.attack): r
+        for r in rows
+        if isinstance(r, AttackRow) and r.evaluator == "robust"
+    }
+    common = sorted(set(std) & set(rob))
+    if not common:
+        return not_tested(text, "no image set scored by both evaluators")
+    apart = [
+        k for k in common if std[k].acc1_lo > rob[k].acc1_hi or rob[k].acc1_lo > std[k].acc1_hi
+    ]
+    gap = max(abs(std[k].acc1 - rob[k].acc1) for k in common)
+    return claim(text, bool(apart), disjoint=[f"{t}/{a}" for t, a in apart], max_gap=gap)
+
+
+def leakage_tracks_robustness(rows: Sequence[Row], cfg: ModelInversionAdaptiveConfig) -> Claim:
+    """Spearman correlation between mean robust accuracy over the epsilon grid and adaptive
+    Acc@1 (standard evaluator) over all targets is at least ``min_rho``."""
+    text = f"Leakage tracks robustness (Spearman rho >= {cfg.min_rho})"
+    tg, ada = _targets(rows), _acc(rows, "adaptive")
+    common = sorted(set(tg) & set(ada))
+    rho = spearman([tg[t].robust_mean for t in common], [ada[t].acc1 for t in common])
+    if math.isnan(rho):
+        return not_tested(text, "fewer than three targets or a constant sequence", rho=rho)
+    return claim(text, rho >= cfg.min_rho, rho=rho, n=len(common))
+
+
+def attack_beats_baselines(rows: Sequence[Row], cfg: object) -> Claim:
+    """On the undefended target the adaptive attack's Acc@1 lower bound exceeds the prior-only
+    baseline's Acc@1 and chance."""
+    text = "On the undefended target the attack beats the prior-only baseline and chance"
+    ada, base = _acc(rows, "adaptive").get("standard"), _acc(rows, "prior_only").get("standard")
+    if ada is None or base is None:
+        return not_tested(text, "the undefended target lacks an attack or the baseline")
+    holds = ada.acc1_lo > base.acc1 and ada.acc1_lo > ada.chance
+    return claim(
+        text, holds, adaptive=ada.acc1, lo=ada.acc1_lo, prior_only=base.acc1, chance=ada.chance
+    )
+
+
+ADAPTIVE_CLAIMS = (
+    attack_beats_baselines,
+    adaptive_at_least_standard,
+    largest_gain_on_strongest_defenses,
+    evaluators_disagree,
+    leakage_tracks_robustness,
+)
