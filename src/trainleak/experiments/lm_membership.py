@@ -22,6 +22,7 @@ from trainleak.experiments.lm_membership_claims import (
     MethodRow,
     Row,
     StepRow,
+    risk_of,
 )
 from trainleak.metrics.membership import auroc, membership_roc, tpr_at_fpr
 from trainleak.metrics.roc_bootstrap import auroc_difference_interval, auroc_interval
@@ -30,6 +31,7 @@ from trainleak.scenarios.language import LMOutcome, run_lm_membership
 from trainleak.systems.language import TargetSettings
 
 RL = ("adra", "adra-plus")
+__all__ = ["risk_of", "run"]
 
 
 def _settings(cfg: LMMembershipConfig) -> TargetSettings:
@@ -141,6 +143,7 @@ def run(cfg: LMMembershipConfig, progress: Progress | None = None) -> Result:
     rows: list[Row] = [*method_rows(out, cfg), *comparison_rows(out, cfg), *step_rows(out)]
     res = Result(experiment="lm-membership", config=cfg.model_dump())
     res.claims = evaluate_claims(CLAIMS, rows, cfg)
+    res.risk = risk_of(rows, cfg)
     for name, kind in (
         ("scores", MethodRow),
         ("comparisons", ComparisonRow),
