@@ -22,6 +22,7 @@ from release_fixtures import (
     tiny_honest_update,
     tiny_malicious_update,
     tiny_regression,
+    tiny_split,
     tiny_trajectory,
     tiny_transcript,
     tiny_two_layer_checkpoint,
@@ -144,6 +145,20 @@ CASES: dict[str, Callable[[], ConformanceCase]] = {
         tiny_distilled, {**_SURROGATE_FAST, "shadows": 2}, [{"shadows": 1}, {"surrogate_lr": -1.0}]
     ),
     "ira-recovery": _case(tiny_distilled, {}, [{"aux_eval": 1}]),
+    # split learning (seed 15)
+    "split-inverse-network": _case(
+        tiny_split,
+        {"steps": 20},
+        [{"steps": 0}, {"lr": 0.0}, {"head": "initial"}, {"width": 0}],
+    ),
+    "split-fora": _case(
+        tiny_split,
+        {"steps": 10, "substitute_steps": 5},
+        [{"substitute_steps": 0}, {"substitute_lr": -1.0}, {"batch_size": 0}],
+    ),
+    "split-whitebox": _case(
+        tiny_split, {"steps": 10}, [{"steps": 0}, {"tv": -1.0}, {"chunk": 0}]
+    ),
     "prototypes": _case(
         _gaussian_prototypes,
         {"max_candidates": 4},

@@ -13,13 +13,16 @@ import torch
 
 from trainleak.attacks.gradient._common import tiny_batch
 from trainleak.data import load_digits
+from trainleak.defenses.split_learning import KDUFSL
 from trainleak.models.registry import build_model, model_spec
+from trainleak.models.split import SplitSpec
 from trainleak.releases.checkpoint import Checkpoint
 from trainleak.releases.collaboration import SharedRepresentations
 from trainleak.releases.distilled import DistilledSet
 from trainleak.releases.dp import DPTrajectory, PrivateRegression
 from trainleak.releases.federated import GradientUpdate
 from trainleak.releases.knowledge import Knowledge
+from trainleak.releases.split_learning import SmashedDefenseSpec, SplitTranscript
 from trainleak.releases.unlearning import BroadcastLog, DeletionTranscript
 from trainleak.scenarios.distillation_bank import build_shadow_bank
 from trainleak.scenarios.probing_client import ProbingClient
@@ -27,6 +30,7 @@ from trainleak.systems.collaboration.parties import DCParty, collaborate
 from trainleak.systems.distillation import DCConfig, DMConfig, distill
 from trainleak.systems.federated.client import fedsgd_update
 from trainleak.systems.federated.malicious import malicious_mlp
+from trainleak.systems.split_learning import UFSLConfig, UFSLRun, train_ufsl
 from trainleak.systems.mechanisms.regression import ridge_output_perturbation, sphere_records
 from trainleak.systems.training.config import TrainConfig
 from trainleak.systems.training.dp import DPSGDConfig, train_dpsgd
@@ -207,3 +211,35 @@ def tiny_distilled() -> tuple[DistilledSet, Knowledge]:
         candidates=cand,
     )
     return release, knowledge
+
+
+@lru_cache(maxsize=4)
+def _tiny_split(defense_k: int, sigma: float) -> tuple[UFSLRun, torch.Tensor, torch.Tensor]:
+    ds = load_digits()
+    clients = [(ds.x[i * 60 : (i + 1) * 60], ds.y[i * 60 : (i + 1) * 60]) for i in range(3)]
+    spec = SplitSpec(
+        model_spec("split_convnet", input_shape=(1, 8, 8), out_dim=10, channels=[4], hidden=[32]),
+        1,
+        2,
+        (1, 8, 8),
+    )
+    defense = None
+    if defense_k > 1 or sigma > 0:
+        clip = 2.0 if sigma > 0 else None
+        defense = KDUFSL(SmashedDefenseSpec(k=defense_k, sigma=sigma, clip=clip))
+    run = train_ufsl(
+        clients, spec, UFSLConfig(rounds=3, batch_size=30, lr=0.05), defense=defense, seed=0
+    )
+    x_priv = torch.cat([c[0] for c in clients])
+    return run, x_priv, ds.x[400:700]
+
+
+def tiny_split(
+    defense_k: int = 1, sigma: float = 0.0
+) -> tuple[SplitTranscript, Knowledge, torch.Tensor]:
+    """UFSL on 3 clients x 60 digits (head conv 1->4, 256-dim smashed rows), optionally with
+    KD-UFSL; knowledge: 300 disjoint auxiliary digits. Returns the transcript, the knowledge
+    and the ground truth of every transcript row."""
+    run, x_priv, aux = _tiny_split(defense_k, sigma)
+    know = Knowledge(prior=aux, value_range=(0.0, 1.0), input_shape=(1, 8, 8))
+    return run.transcript, know, x_priv[run.row_index]

@@ -9,6 +9,7 @@ from trainleak.models.random_features import RandomFeatures
 from trainleak.models.registry import available_models, build_model, model_spec, register_model
 from trainleak.models.resnet import ResNet
 from trainleak.models.spec import ModelSpec, StateDict, load_state_dict
+from trainleak.models.split import SplitConvNet, SplitSpec, split_modules
 
 __all__ = [
     "MLP",
@@ -21,6 +22,9 @@ __all__ = [
     "ResNet",
     "HomogeneousMLP",
     "RandomFeatures",
+    "SplitConvNet",
+    "SplitSpec",
+    "split_modules",
     "available_models",
     "build_model",
     "model_spec",
