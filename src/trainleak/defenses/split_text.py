@@ -1,0 +1,188 @@
+"""Client-side defenses of split language-model training: Gaussian noise, mixup, MIXGUARD.
+
+MIXGUARD (Chen et al. 2026, "The Art of Mixology: Mixup-based Obfuscation for
+Privacy-Preserving Split Learning in Large Language Models", arXiv 2606.16801; seed-briefs-2
+§10, reconstructed, see docs/decisions.md) obfuscates at two levels before the hidden states
+leave the client: it inserts ``r`` decoy tokens at secret positions, then mixes each row's hidden
+states with those of ``m`` auxiliary public sequences through secret per-channel weight vectors
+(or ``d x d`` matrices) and an optional secret sign mask (InstaHide, Huang et al. 2020;
+TextHide, Huang et al. 2020), all re-drawn per batch. A client-side calibration model, fitted
+on public data, maps the server's output for the mixed row back towards its output for the
+clean row; the gradient sent back to the server is clipped and noised in proportion to the
+calibration residual. Noise (the DP-forward baseline) and plain mixup are the comparison
+defenses. The same :func:`obfuscate` is what an adaptive attacker runs on its own public data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from trainleak.releases.split_text import TextDefenseSpec
+
+Bottom = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Obfuscated:
+    """One obfuscated batch and the client's secrets.
+
+    Attributes:
+        hidden: ``(n, L', d)`` what is sent to the server.
+        ids: ``(n, L')`` the token ids after decoy insertion (client-side only).
+        mask: ``(n, L')`` the attention mask sent along.
+        real: ``(n, L')`` True on the original (non-decoy, non-pad) positions.
+        lam0: ``(d,)`` the private row's per-channel weight (ones without mixing).
+        signs: ``(d,)`` the secret sign mask (ones without it).
+    """
+
+    hidden: torch.Tensor
+    ids: torch.Tensor
+    mask: torch.Tensor
+    real: torch.Tensor
+    lam0: torch.Tensor
+    signs: torch.Tensor
+
+
+def insert_decoys(
+    ids: torch.Tensor, mask: torch.Tensor, r: int, vocab: int, n_special: int, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Insert ``r`` decoy tokens (uniform over non-special ids) at uniformly drawn secret
+    positions after the first token of each row; returns ids, mask and the real-token mask."""
+    n, length = ids.shape
+    out = torch.zeros((n, length + r), dtype=ids.dtype)
+    new_mask = torch.zeros((n, length + r), dtype=mask.dtype)
+    real = torch.zeros((n, length + r), dtype=torch.bool)
+    for i in range(n):
+        k = int(mask[i].sum())
+        slots = 1 + torch.randperm(k - 1 + r, generator=gen)[:r] if r else torch.empty(0)
+        is_decoy = torch.zeros(k + r, dtype=torch.bool)
+        is_decoy[slots.long()] = True
+        row = torch.empty(k + r, dtype=ids.dtype)
+        row[~is_decoy] = ids[i, :k]
+        row[is_decoy] = torch.randint(n_special, vocab, (r,), generator=gen, dtype=ids.dtype)
+        out[i, : k + r], new_mask[i, : k + r], real[i, : k + r] = row, 1, ~is_decoy
+        if k < length:
+            out[i, k + r :] = ids[i, k]  # the pad id
+    real[:, 0] = False  # the BOS token carries nothing private
+    return out, new_mask, real
+
+
+def _aux_batch(
+    aux_ids: torch.Tensor, n: int, length: int, m: int, pad: int, gen: torch.Generator
+) -> torch.Tensor:
+    pick = torch.randint(0, aux_ids.shape[0], (m * n,), generator=gen)
+    chosen = aux_ids[pick, :length]
+    if chosen.shape[1] < length:
+        fill = torch.full((m * n, length - chosen.shape[1]), pad, dtype=chosen.dtype)
+        chosen = torch.cat([chosen, fill], 1)
+    return chosen
+
+
+def mixing_weights(
+    spec: TextDefenseSpec, d: int, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(1 + m, d)`` per-channel weights summing to 1 (the row's first, drawn in
+    ``[lam0_low, lam0_high]``, the rest split by a flat Dirichlet), and ``(d,)`` signs."""
+    m = spec.n_aux
+    lam0 = spec.lam0_low + (spec.lam0_high - spec.lam0_low) * torch.rand(d, generator=gen)
+    if spec.kind == "mixup":  # plain mixup: one scalar coefficient, equal auxiliary shares
+        lam0 = lam0[:1].expand(d).clone()
+        share = torch.full((m, d), 1.0 / m)
+    else:
+        e = -torch.log(torch.rand((m, d), generator=gen).clamp_min(1e-12))
+        share = e / e.sum(0, keepdim=True)
+    weights = torch.cat([lam0[None], (1 - lam0)[None] * share], 0)
+    signs = torch.ones(d)
+    if spec.kind == "mixguard" and spec.signs:
+        signs = torch.where(torch.rand(d, generator=gen) < 0.5, -1.0, 1.0)
+    return weights, signs
+
+
+def obfuscate(
+    spec: TextDefenseSpec,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    bottom: Bottom,
+    aux_ids: torch.Tensor | None,
+    vocab: int,
+    pad: int,
+    gen: torch.Generator,
+    n_special: int = 4,
+) -> Obfuscated:
+    """Apply the defense ``spec`` to one batch: the hidden states the client sends."""
+    r = spec.n_insert if spec.kind == "mixguard" else 0
+    ids2, mask2, real = insert_decoys(ids, mask, r, vocab, n_special, gen)
+    h = bottom(ids2, mask2)
+    n, length, d = h.shape
+    ones = torch.ones(d)
+    if spec.kind == "noise":
+        h = add_noise_rows(h, spec.sigma, gen)
+    if spec.kind not in ("mixup", "mixguard"):
+        return Obfuscated(h, ids2, mask2, real, ones, ones)
+    if aux_ids is None:
+        raise ValueError("mixing defenses need auxiliary public sequences")
+    aux = _aux_batch(aux_ids, n, length, spec.n_aux, pad, gen)
+    with torch.no_grad():
+        g = bottom(aux, torch.ones_like(aux)).reshape(spec.n_aux, n, length, d)
+    weights, signs = mixing_weights(spec, d, gen)
+    if spec.mix == "matrix" and spec.kind == "mixguard":
+        mats = _secret_matrices(weights, gen)
+        mixed = h @ mats[0] + torch.einsum("mnld,mde->nle", g, mats[1:])
+    else:
+        mixed = weights[0] * h + (weights[1:, None, None, :] * g).sum(0)
+    return Obfuscated(mixed * signs, ids2, mask2, real, weights[0], signs)
+
+
+def _secret_matrices(weights: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """``(1 + m, d, d)``: each weight vector on the diagonal plus a secret dense part of
+    relative size 0.1 (the matrix variant)."""
+    k, d = weights.shape
+    dense = 0.1 * torch.randn((k, d, d), generator=gen) / d**0.5
+    return torch.diag_embed(weights) + dense * weights.mean(1)[:, None, None]
+
+
+def add_noise_rows(x: torch.Tensor, sigma: float, gen: torch.Generator) -> torch.Tensor:
+    """Gaussian noise of std ``sigma`` times each row's RMS."""
+    rms = x.pow(2).mean((1, 2), keepdim=True).sqrt()
+    return x + sigma * rms * torch.randn(x.shape, generator=gen)
+
+
+class Calibrator(nn.Module):
+    """MIXGUARD's client-side calibration model: a residual two-layer MLP per position mapping
+    the un-signed server output and the secret weights to the clean-row server output."""
+
+    def __init__(self, d: int, hidden: int = 128) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(2 * d, hidden), nn.GELU(), nn.Linear(hidden, d))
+        nn.init.zeros_(self.net[2].weight)
+        nn.init.zeros_(self.net[2].bias)
+
+    def forward(self, z: torch.Tensor, lam0: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
+        base = z * signs
+        ctx = lam0.expand_as(base)
+        out: torch.Tensor = base + self.net(torch.cat([base, ctx], -1))
+        return out
+
+
+def residual(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> float:
+    """Relative calibration residual ``||C(S(h~)) - S(h)|| / ||S(h)||`` over real positions."""
+    keep = mask.bool()
+    num = (pred - target)[keep].norm()
+    return float(num / target[keep].norm().clamp_min(1e-12))
+
+
+def perturb_gradient(
+    grad: torch.Tensor, rho: float, kappa: float, gen: torch.Generator
+) -> torch.Tensor:
+    """Clip each row's gradient to the batch's median row norm ``c`` and add Gaussian noise
+    whose expected norm per row is about ``kappa * rho * c`` (scaled by the calibration residual
+    ``rho``)."""
+    norms = grad.flatten(1).norm(dim=1)
+    c = norms.median().clamp_min(1e-12)
+    clipped = grad * (c / norms.clamp_min(1e-12)).clamp(max=1.0)[:, None, None]
+    scale = kappa * rho * float(c) / grad[0].numel() ** 0.5
+    return clipped + scale * torch.randn(grad.shape, generator=gen)
