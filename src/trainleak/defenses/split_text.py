@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from trainleak.errors import ConfigError
 from trainleak.releases.split_text import TextDefenseSpec
 
 Bottom = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -35,16 +36,33 @@ class Obfuscated:
         ids: ``(n, L')`` the token ids after decoy insertion (client-side only).
         mask: ``(n, L')`` the attention mask sent along.
         real: ``(n, L')`` True on the original (non-decoy, non-pad) positions.
-        lam0: ``(d,)`` the private row's per-channel weight (ones without mixing).
+        weights: ``(1 + m, d)`` the per-channel mixing weights, the private row's first
+            (``(1, d)`` ones without mixing).
         signs: ``(d,)`` the secret sign mask (ones without it).
+        aux_rows: ``(m, n)`` which auxiliary sequences were mixed into each row.
     """
 
     hidden: torch.Tensor
     ids: torch.Tensor
     mask: torch.Tensor
     real: torch.Tensor
-    lam0: torch.Tensor
+    weights: torch.Tensor
     signs: torch.Tensor
+    aux_rows: torch.Tensor
+
+    @property
+    def lam0(self) -> torch.Tensor:
+        """``(d,)`` the private row's per-channel weight."""
+        return self.weights[0]
+
+    def aux_estimate(self, cache: torch.Tensor | None) -> torch.Tensor | None:
+        """``sum_j lam_j * S(a_j)`` from cached server outputs ``(pool, W, d)`` of the
+        auxiliary pool (``None`` without mixing or without a cache)."""
+        if cache is None or self.weights.shape[0] == 1:
+            return None
+        length = self.hidden.shape[1]
+        outs = cache[self.aux_rows][:, :, :length]  # (m, n, L, d)
+        return (self.weights[1:, None, None, :] * outs).sum(0)
 
 
 def insert_decoys(
@@ -71,15 +89,13 @@ def insert_decoys(
     return out, new_mask, real
 
 
-def _aux_batch(
-    aux_ids: torch.Tensor, n: int, length: int, m: int, pad: int, gen: torch.Generator
-) -> torch.Tensor:
-    pick = torch.randint(0, aux_ids.shape[0], (m * n,), generator=gen)
-    chosen = aux_ids[pick, :length]
-    if chosen.shape[1] < length:
-        fill = torch.full((m * n, length - chosen.shape[1]), pad, dtype=chosen.dtype)
-        chosen = torch.cat([chosen, fill], 1)
-    return chosen
+def pad_to(ids: torch.Tensor, length: int, pad: int) -> torch.Tensor:
+    """``ids`` cut or right-padded with ``pad`` to ``length`` columns."""
+    ids = ids[:, :length]
+    if ids.shape[1] < length:
+        fill = torch.full((ids.shape[0], length - ids.shape[1]), pad, dtype=ids.dtype)
+        ids = torch.cat([ids, fill], 1)
+    return ids
 
 
 def mixing_weights(
@@ -122,10 +138,12 @@ def obfuscate(
     if spec.kind == "noise":
         h = add_noise_rows(h, spec.sigma, gen)
     if spec.kind not in ("mixup", "mixguard"):
-        return Obfuscated(h, ids2, mask2, real, ones, ones)
+        none = torch.zeros((0, n), dtype=torch.long)
+        return Obfuscated(h, ids2, mask2, real, ones[None], ones, none)
     if aux_ids is None:
-        raise ValueError("mixing defenses need auxiliary public sequences")
-    aux = _aux_batch(aux_ids, n, length, spec.n_aux, pad, gen)
+        raise ConfigError(f"the {spec.kind} defense needs auxiliary public sequences")
+    rows = torch.randint(0, aux_ids.shape[0], (spec.n_aux, n), generator=gen)
+    aux = pad_to(aux_ids[rows.flatten()], length, pad)
     with torch.no_grad():
         g = bottom(aux, torch.ones_like(aux)).reshape(spec.n_aux, n, length, d)
     weights, signs = mixing_weights(spec, d, gen)
@@ -134,7 +152,7 @@ def obfuscate(
         mixed = h @ mats[0] + torch.einsum("mnld,mde->nle", g, mats[1:])
     else:
         mixed = weights[0] * h + (weights[1:, None, None, :] * g).sum(0)
-    return Obfuscated(mixed * signs, ids2, mask2, real, weights[0], signs)
+    return Obfuscated(mixed * signs, ids2, mask2, real, weights, signs, rows)
 
 
 def _secret_matrices(weights: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -152,8 +170,10 @@ def add_noise_rows(x: torch.Tensor, sigma: float, gen: torch.Generator) -> torch
 
 
 class Calibrator(nn.Module):
-    """MIXGUARD's client-side calibration model: a residual two-layer MLP per position mapping
-    the un-signed server output and the secret weights to the clean-row server output."""
+    """MIXGUARD's client-side calibration model. It first un-mixes linearly: un-sign the
+    server output, subtract the auxiliary rows' cached server outputs weighted by their secret
+    weights and divide by the private row's weight; then a residual two-layer MLP per position
+    (input: that estimate and the weights) corrects for the trunk's non-linearity."""
 
     def __init__(self, d: int, hidden: int = 128) -> None:
         super().__init__()
@@ -161,10 +181,15 @@ class Calibrator(nn.Module):
         nn.init.zeros_(self.net[2].weight)
         nn.init.zeros_(self.net[2].bias)
 
-    def forward(self, z: torch.Tensor, lam0: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
-        base = z * signs
-        ctx = lam0.expand_as(base)
-        out: torch.Tensor = base + self.net(torch.cat([base, ctx], -1))
+    def forward(
+        self, z: torch.Tensor, ob: Obfuscated, cache: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        est = z * ob.signs
+        lin = ob.aux_estimate(cache)
+        if lin is not None:
+            est = (est - lin) / ob.lam0
+        ctx = ob.lam0.expand_as(est)
+        out: torch.Tensor = est + self.net(torch.cat([est, ctx], -1))
         return out
 
 

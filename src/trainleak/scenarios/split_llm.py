@@ -51,6 +51,7 @@ class WorldConfig:
     length: int = 24
     n_layer: int = 4
     n_embd: int = 64
+    n_head: int = 4
     pretrain_steps: int = 150
     seed: int = 0
 
@@ -69,6 +70,8 @@ class World:
 
 
 def _wiki(n: int, words: int = 20) -> list[str]:
+    if n == 0:
+        return []
     paras = [p for p in load_wikitext2("valid") if len(p.split()) > 5]
     return [" ".join(p.split()[:words]) for p in paras[:n]]
 
@@ -89,7 +92,8 @@ def build_world(cfg: WorldConfig) -> World:
     # The vocabulary is public: the public texts plus the generator's slot pools.
     tok = train_word_tokenizer([*public, " ".join(pools.words())], cfg.vocab_size, cfg.seed)
     lm = tiny_causal_lm(
-        tok, n_layer=cfg.n_layer, n_embd=cfg.n_embd, max_length=cfg.length + 16, seed=cfg.seed
+        tok, n_layer=cfg.n_layer, n_embd=cfg.n_embd, n_head=cfg.n_head, max_length=cfg.length + 16,
+        seed=cfg.seed,
     )
     fine_tune(lm, public, cfg.pretrain_steps, 3e-3, 32, seed=cfg.seed, max_length=cfg.length)
     template_words = {w for t in TEMPLATES for w in t.split() if "{" not in w}

@@ -1,13 +1,16 @@
 """BiSR-style refinement (Chen et al. 2024, "Unveiling the Vulnerability of Private Fine-Tuning
 in Split-Based Frameworks for Large Language Models: A Bidirectionally Enhanced Attack", CCS
-2024, arXiv 2409.00960): start from a learned inverter's token distribution and refine relaxed
+2024, arXiv 2409.00960): start from a learned inverter's token distribution and refine the
 tokens so that the public bottom's output matches the observed forward hidden states.
 
-The relaxed tokens are logits over the vocabulary; their softmax times the public embedding
-table is fed to the public bottom, and the squared distance to each received row is minimised
-together with a pull towards the inverter's logits (the learned prior). Only the forward signal
-is matched: the backward gradients in the transcript are gradients of the client's private top
-and labels, which the server cannot simulate without them (see docs/decisions.md).
+The bottom is causal, so the hidden state at position ``j`` depends only on tokens ``<= j``:
+the refinement decodes left to right, trying the inverter's ``top_k`` candidates at each
+position after the tokens already chosen and keeping the one whose bottom output at ``j`` is
+closest to the received row (a discrete search in place of BiSR's relaxed-token optimisation;
+with an undefended transcript it reaches the exact tokens whenever they are among the
+candidates). Only the forward signal is matched: the backward gradients in the transcript are
+gradients of the client's private top and labels, which the server cannot simulate without
+them (see docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from trainleak.attacks.split_lm._common import (
     public_ids,
     training_pairs,
 )
-from trainleak.models.language import embedding
+from trainleak.models.split_lm import SplitLM
 from trainleak.progress import Progress
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.split_text import TextSplitTranscript
@@ -46,11 +49,10 @@ class BiSRRefinement(Attack[TextSplitTranscript]):
     requires: ClassVar[frozenset[str]] = frozenset({"prior"})
 
     inverter_steps: int = param(600, ge=1, integer=True)
-    refine_steps: int = param(60, ge=0, integer=True)
-    lr: float = param(0.1, gt=0)
-    prior_weight: float = param(0.1, ge=0)
+    lr: float = param(3e-3, gt=0)
     width: int = param(256, ge=1, integer=True)
     random_share: float = param(1.0, ge=0)
+    top_k: int = param(16, ge=1, integer=True)
     adaptive: bool = True
 
     def expected_shape(self, release: TextSplitTranscript, knowledge: Knowledge) -> tuple[int]:
@@ -68,37 +70,39 @@ class BiSRRefinement(Attack[TextSplitTranscript]):
         pairs = training_pairs(
             model, ids, release.defense, self.adaptive, generator, self.random_share
         )
-        inv = fit_inverter(
-            pairs, embedding_table(release), self.inverter_steps, 3e-3, 256, self.width, generator
-        )
+        table = embedding_table(release)
+        inv = fit_inverter(pairs, table, self.inverter_steps, self.lr, 256, self.width, generator)
         with torch.no_grad():
-            init = inv(release.smashed).log_softmax(-1)
-        logits, match = self._refine(model, release, init)
+            logits = inv(release.smashed)
+            tokens, dist = _greedy_match(model, release, logits, min(self.top_k, table.shape[0]))
+        changed = float((tokens != logits.argmax(-1))[release.mask.bool()].float().mean())
         return Reconstruction(
-            inputs=logits.argmax(-1),
-            scores=-match,
-            diagnostics={"adaptive": self.adaptive, "final_match": float(match.mean())},
+            inputs=tokens,
+            scores=-dist,
+            diagnostics={"adaptive": self.adaptive, "changed": changed,
+                         "final_match": float(dist.mean())},
         )
 
-    def _refine(
-        self, model: object, release: TextSplitTranscript, init: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        table = embedding(release.public_lm).weight.detach()  # type: ignore[union-attr]
-        target, mask = release.smashed, release.mask
-        keep = mask.unsqueeze(-1).float()
-        z = init.clone().requires_grad_(True)
-        opt = torch.optim.Adam([z], lr=self.lr)
-        scale = target.pow(2).mul(keep).sum() / keep.sum()
-        bottom = model.bottom_embeds  # type: ignore[attr-defined]
-        for _ in range(self.refine_steps):
-            h = bottom(z.softmax(-1) @ table, mask)
-            fwd = ((h - target).pow(2) * keep).sum() / keep.sum() / scale
-            prior = -(init.exp() * z.log_softmax(-1)).sum(-1).mul(mask).sum() / mask.sum()
-            loss = fwd + self.prior_weight * prior
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        with torch.no_grad():
-            hard = bottom(table[z.argmax(-1)], mask)
-            match = ((hard - target).pow(2) * keep).sum((1, 2)) / keep.sum((1, 2))
-        return z.detach(), match
+
+def _greedy_match(
+    model: SplitLM, release: TextSplitTranscript, logits: torch.Tensor, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-to-right discrete forward matching over the top-``k`` candidates per position;
+    returns the tokens and each row's mean squared distance at its sent positions."""
+    target, mask = release.smashed, release.mask
+    n, length = mask.shape
+    cand = logits.topk(k, dim=-1).indices  # (n, L, k)
+    tokens = cand[:, :, 0].clone()
+    dist = torch.zeros(n)
+    for j in range(length):
+        rows = torch.nonzero(mask[:, j]).flatten()
+        if not len(rows):
+            continue
+        prefix = tokens[rows, : j + 1].repeat_interleave(k, 0)
+        prefix[:, j] = cand[rows, j].flatten()
+        h = model.bottom(prefix, torch.ones_like(prefix))[:, j].reshape(len(rows), k, -1)
+        err = (h - target[rows, j][:, None]).pow(2).mean(-1)
+        best = err.argmin(1)
+        tokens[rows, j] = cand[rows, j][torch.arange(len(rows)), best]
+        dist[rows] += err[torch.arange(len(rows)), best]
+    return tokens, dist / mask.sum(1).clamp_min(1)

@@ -1,7 +1,7 @@
 """Split fine-tuning of causal language models (client bottom and top, server trunk) with the
 server's transcript recorded, and the non-split reference."""
 
-from trainleak.systems.split_lm.calibrate import fit_calibrator, probe_residual
+from trainleak.systems.split_lm.calibrate import aux_pool, fit_calibrator, probe_residual
 from trainleak.systems.split_lm.reference import train_nonsplit
 from trainleak.systems.split_lm.train import (
     SplitRun,
@@ -16,6 +16,7 @@ __all__ = [
     "SplitTrainingConfig",
     "SplitTruth",
     "accuracy",
+    "aux_pool",
     "fit_calibrator",
     "probe_residual",
     "train_nonsplit",

@@ -23,7 +23,7 @@ from trainleak.errors import ConfigError
 from trainleak.models.language import LanguageModel, LoraSettings, add_lora
 from trainleak.models.split_lm import LMSplit, SplitLM
 from trainleak.releases.split_text import TextDefenseSpec, TextSplitTranscript
-from trainleak.systems.split_lm.calibrate import fit_calibrator
+from trainleak.systems.split_lm.calibrate import aux_pool, fit_calibrator
 from trainleak.validation import check_fields, param
 
 
@@ -73,6 +73,7 @@ class SplitRun:
     model: SplitLM
     head: nn.Module
     calibrator: Calibrator | None
+    cache: torch.Tensor | None
     spec: TextDefenseSpec
     residuals: list[float]
     losses: list[float]
@@ -87,9 +88,10 @@ def client_logits(
     run: SplitRun, ids: torch.Tensor, mask: torch.Tensor, aux: torch.Tensor, gen: torch.Generator
 ) -> torch.Tensor:
     """Class logits for a batch through the whole protocol (fresh secrets)."""
-    ob = obfuscate(run.spec, ids, mask, run.model.bottom, aux, *_vocab(run.model), gen)
+    pool = aux_pool(aux)
+    ob = obfuscate(run.spec, ids, mask, run.model.bottom, pool, *_vocab(run.model), gen)
     z = run.model.trunk(ob.hidden, ob.mask)
-    zhat = run.calibrator(z, ob.lam0, ob.signs) if run.calibrator is not None else z
+    zhat = run.calibrator(z, ob, run.cache) if run.calibrator is not None else z
     return run.head(_pool(run.model.top(zhat, ob.mask), ob.real))  # type: ignore[no-any-return]
 
 
@@ -145,14 +147,17 @@ def train_split(
     s_opt = torch.optim.Adam(server_p, lr=cfg.lr_server)
     c_opt = torch.optim.Adam(client_params, lr=cfg.lr_client)
     residuals: list[float] = []
+    width = max(int(ids.shape[1]), int(public_ids.shape[1])) + spec.n_insert
+    pool, cache = aux_pool(public_ids), None
     if calib is not None:
-        residuals.append(fit_calibrator(model, calib, spec, public_ids, cfg.calib_steps, gen))
+        rho, cache = fit_calibrator(model, calib, spec, public_ids, cfg.calib_steps, gen, width)
+        residuals.append(rho)
     rec: dict[str, list[torch.Tensor]] = {k: [] for k in ("h", "m", "gh", "gz", "s", "i", "r")}
     losses = []
     for t in range(cfg.steps):
         idx = torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen)
-        ob = obfuscate(spec, ids[idx], mask[idx], model.bottom, public_ids, *_vocab(model), gen)
-        loss, sent, got = _step(model, head, calib, ob, labels[idx], spec, residuals, gen)
+        ob = obfuscate(spec, ids[idx], mask[idx], model.bottom, pool, *_vocab(model), gen)
+        loss, sent, got = _step(model, (head, calib, cache), ob, labels[idx], spec, residuals, gen)
         s_opt.zero_grad(set_to_none=True)
         got[0].backward(got[1])
         s_opt.step()
@@ -164,24 +169,28 @@ def train_split(
                 rec[k].append(v.detach())
             rec["s"].append(torch.full((len(idx),), t, dtype=torch.long))
         if calib is not None and (t + 1) % cfg.refit_every == 0 and cfg.refit_steps:
-            residuals.append(fit_calibrator(model, calib, spec, public_ids, cfg.refit_steps, gen))
-    return _finish(public_lm, model, head, calib, spec, rec, cfg.record_rows, residuals, losses)
+            rho, cache = fit_calibrator(
+                model, calib, spec, public_ids, cfg.refit_steps, gen, width
+            )
+            residuals.append(rho)
+    client = (head, calib, cache)
+    return _finish(public_lm, model, client, spec, rec, cfg.record_rows, residuals, losses)
 
 
 def _step(
     model: SplitLM,
-    head: nn.Module,
-    calib: Calibrator | None,
+    client: tuple[nn.Module, Calibrator | None, torch.Tensor | None],
     ob: Obfuscated,
     y: torch.Tensor,
     spec: TextDefenseSpec,
     residuals: list[float],
     gen: torch.Generator,
 ) -> tuple[float, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    head, calib, cache = client
     sent = ob.hidden.detach().requires_grad_(True)
     z = model.trunk(sent, ob.mask)  # server
     recv = z.detach().requires_grad_(True)  # client
-    zhat = calib(recv, ob.lam0, ob.signs) if calib is not None else recv
+    zhat = calib(recv, ob, cache) if calib is not None else recv
     logits = head(_pool(model.top(zhat, ob.mask), ob.real))
     loss = nn.functional.cross_entropy(logits, y)
     for p in model.part_parameters("top") + list(head.parameters()):
@@ -200,8 +209,7 @@ def _step(
 def _finish(
     public_lm: LanguageModel,
     model: SplitLM,
-    head: nn.Module,
-    calib: Calibrator | None,
+    client: tuple[nn.Module, Calibrator | None, torch.Tensor | None],
     spec: TextDefenseSpec,
     rec: dict[str, list[torch.Tensor]],
     keep: int,
@@ -230,7 +238,8 @@ def _finish(
     )
     truth = SplitTruth(cat("i", pad_id), cat("r", False))
     model.lm.module.eval()
-    return SplitRun(transcript, truth, model, head, calib, spec, residuals, losses)
+    head, calib, cache = client
+    return SplitRun(transcript, truth, model, head, calib, cache, spec, residuals, losses)
 
 
 def accuracy(
