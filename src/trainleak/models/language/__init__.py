@@ -6,6 +6,7 @@ Membership inference (issue 15), transformer gradient inversion and split learni
 models build on it. Needs the ``text`` extra (transformers, tokenizers, peft).
 """
 
+from trainleak.models.language import _require  # noqa: F401  (first: names the missing extra)
 from trainleak.models.language.build import (
     load_minilm,
     load_smollm2,
