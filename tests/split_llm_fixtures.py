@@ -12,8 +12,16 @@ from trainleak.scenarios.split_llm import World, WorldConfig, build_world
 from trainleak.systems.split_lm import SplitRun, SplitTrainingConfig, train_split
 
 TINY = WorldConfig(
-    n_private=96, n_test=48, n_public_records=160, n_wiki=0, pool_size=8, vocab_size=200,
-    length=20, n_layer=3, n_embd=32, pretrain_steps=40,
+    n_private=96,
+    n_test=48,
+    n_public_records=160,
+    n_wiki=0,
+    pool_size=8,
+    vocab_size=200,
+    length=20,
+    n_layer=3,
+    n_embd=32,
+    pretrain_steps=40,
 )
 SPLIT = LMSplit(1, 2)
 FAST = SplitTrainingConfig(steps=6, batch_size=8, record_rows=32, calib_steps=10, refit_steps=0)

@@ -74,16 +74,25 @@ def test_transcript_round_trip_and_checks(tmp_path: Path) -> None:
     assert float(t.smashed_grads.abs().sum()) > 0 and float(t.body_grads.abs().sum()) > 0
     fields = dict(public_lm=t.public_lm, split=t.split, mask=t.mask, step=t.step)
     with pytest.raises(ShapeError, match="smashed"):
-        TextSplitTranscript(**fields, smashed=t.smashed[..., :-1],
-                            smashed_grads=t.smashed_grads, body_grads=t.body_grads)
+        TextSplitTranscript(
+            **fields,
+            smashed=t.smashed[..., :-1],
+            smashed_grads=t.smashed_grads,
+            body_grads=t.body_grads,
+        )
     nan = t.body_grads.clone()
     nan[0, 0, 0] = float("inf")
     with pytest.raises(ConfigError, match="finite"):
-        TextSplitTranscript(**fields, smashed=t.smashed, smashed_grads=t.smashed_grads,
-                            body_grads=nan)
+        TextSplitTranscript(
+            **fields, smashed=t.smashed, smashed_grads=t.smashed_grads, body_grads=nan
+        )
     with pytest.raises(ConfigError, match="beyond the model's depth"):
-        TextSplitTranscript(**{**fields, "split": LMSplit(1, 7)}, smashed=t.smashed,
-                            smashed_grads=t.smashed_grads, body_grads=t.body_grads)
+        TextSplitTranscript(
+            **{**fields, "split": LMSplit(1, 7)},
+            smashed=t.smashed,
+            smashed_grads=t.smashed_grads,
+            body_grads=t.body_grads,
+        )
 
 
 def test_records_corpus() -> None:
@@ -173,4 +182,7 @@ def test_mixguard_hides_tokens_from_the_plain_inverter() -> None:
     clear = attack_run(w, tiny_run("none"), LearnedInverter(steps=150))
     mixed = attack_run(w, tiny_run("mixguard"), LearnedInverter(steps=150))
     assert mixed.token_recovery < clear.token_recovery - 0.3, (clear, mixed)
-    assert tiny_run("mixguard").transcript.mask.shape[1] == tiny_run("none").transcript.mask.shape[1] + 2
+    assert (
+        tiny_run("mixguard").transcript.mask.shape[1]
+        == tiny_run("none").transcript.mask.shape[1] + 2
+    )

@@ -177,9 +177,10 @@ class Calibrator(nn.Module):
 
     def __init__(self, d: int, hidden: int = 128) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(2 * d, hidden), nn.GELU(), nn.Linear(hidden, d))
-        nn.init.zeros_(self.net[2].weight)
-        nn.init.zeros_(self.net[2].bias)
+        last = nn.Linear(hidden, d)
+        nn.init.zeros_(last.weight)
+        nn.init.zeros_(last.bias)
+        self.net = nn.Sequential(nn.Linear(2 * d, hidden), nn.GELU(), last)
 
     def forward(
         self, z: torch.Tensor, ob: Obfuscated, cache: torch.Tensor | None = None

@@ -20,10 +20,6 @@ import time
 import numpy as np
 from matplotlib.figure import Figure
 
-from trainleak.errors import import_extra
-
-import_extra("transformers", "text", "the split-llm-mixguard experiment")
-
 from trainleak.attacks.base import Attack
 from trainleak.attacks.split_lm import AdaptiveInverter, BiSRRefinement, LearnedInverter
 from trainleak.experiments.base import Result, evaluate_claims, experiment, rows_table
@@ -57,7 +53,11 @@ def settings(cfg: SplitLLMMixGuardConfig) -> dict[str, TextDefenseSpec]:
         out[f"noise-{s:g}"] = TextDefenseSpec(kind="noise", sigma=s)
     out["mixup"] = TextDefenseSpec(kind="mixup", n_aux=cfg.n_aux)
     out["mixguard"] = TextDefenseSpec(
-        kind="mixguard", n_insert=cfg.n_insert, n_aux=cfg.n_aux, signs=cfg.signs, mix=cfg.mix,
+        kind="mixguard",
+        n_insert=cfg.n_insert,
+        n_aux=cfg.n_aux,
+        signs=cfg.signs,
+        mix=cfg.mix,
         grad_noise=cfg.grad_noise,
     )
     return out
@@ -74,19 +74,33 @@ def attacks(cfg: SplitLLMMixGuardConfig) -> dict[str, Attack[TextSplitTranscript
 
 def training_config(cfg: SplitLLMMixGuardConfig) -> SplitTrainingConfig:
     return SplitTrainingConfig(
-        steps=cfg.steps, batch_size=cfg.batch_size, lr_server=cfg.lr_server,
-        lr_client=cfg.lr_client, record_rows=cfg.record_rows, calib_steps=cfg.calib_steps,
+        steps=cfg.steps,
+        batch_size=cfg.batch_size,
+        lr_server=cfg.lr_server,
+        lr_client=cfg.lr_client,
+        record_rows=cfg.record_rows,
+        calib_steps=cfg.calib_steps,
         lora=LoraSettings(r=cfg.lora_r, alpha=2 * cfg.lora_r) if cfg.lora_r else None,
-        refit_steps=10, refit_every=max(10, cfg.steps // 8),
+        refit_steps=10,
+        refit_every=max(10, cfg.steps // 8),
     )
 
 
 def world(cfg: SplitLLMMixGuardConfig) -> World:
-    return build_world(WorldConfig(
-        n_private=cfg.n_private, n_test=cfg.n_test, n_public_records=cfg.n_public_records,
-        n_wiki=cfg.n_wiki, pool_size=cfg.pool_size, length=cfg.length, n_layer=cfg.n_layer,
-        n_embd=cfg.n_embd, pretrain_steps=cfg.pretrain_steps, seed=cfg.seed,
-    ))
+    return build_world(
+        WorldConfig(
+            n_private=cfg.n_private,
+            n_test=cfg.n_test,
+            n_public_records=cfg.n_public_records,
+            n_wiki=cfg.n_wiki,
+            pool_size=cfg.pool_size,
+            length=cfg.length,
+            n_layer=cfg.n_layer,
+            n_embd=cfg.n_embd,
+            pretrain_steps=cfg.pretrain_steps,
+            seed=cfg.seed,
+        )
+    )
 
 
 def sweep(cfg: SplitLLMMixGuardConfig, w: World, progress: Progress | None) -> list[Row]:
@@ -104,11 +118,21 @@ def sweep(cfg: SplitLLMMixGuardConfig, w: World, progress: Progress | None) -> l
             if name == "none" and aname == "split-lm-adaptive-inverter":
                 continue  # identical to the plain inverter without a defense
             s = attack_run(w, run, attack, cfg.seed)
-            rows.append(AttackRow(
-                name, spec.kind, spec.sigma, aname, s.token_recovery, s.slot_recovery,
-                s.rouge_l, base.token_recovery, base.slot_recovery, base.rouge_l,
-                1.0 / w.pool_size,
-            ))
+            rows.append(
+                AttackRow(
+                    name,
+                    spec.kind,
+                    spec.sigma,
+                    aname,
+                    s.token_recovery,
+                    s.slot_recovery,
+                    s.rouge_l,
+                    base.token_recovery,
+                    base.slot_recovery,
+                    base.rouge_l,
+                    1.0 / w.pool_size,
+                )
+            )
         if progress is not None:
             progress("defense settings", i + 1, len(grid))
     return rows
@@ -121,8 +145,9 @@ def privacy_utility_figure(rows: list[Row]) -> Figure:
     for r in rows:
         if not isinstance(r, UtilityRow) or r.kind == "nonsplit":
             continue
-        rec = max(a.token_recovery for a in rows if isinstance(a, AttackRow)
-                  and a.setting == r.setting)
+        rec = max(
+            a.token_recovery for a in rows if isinstance(a, AttackRow) and a.setting == r.setting
+        )
         ax.scatter([r.accuracy], [rec], marker="*" if r.kind == "mixguard" else "o")
         ax.annotate(r.setting, (r.accuracy, rec), fontsize=7)
     ref = next(r.accuracy for r in rows if isinstance(r, UtilityRow) and r.kind == "nonsplit")

@@ -103,7 +103,8 @@ def _acc(rows: Sequence[Row]) -> dict[str, float]:
 
 def _attacks(rows: Sequence[Row], setting: str, only: str | None = None) -> list[AttackRow]:
     return [
-        r for r in rows
+        r
+        for r in rows
         if isinstance(r, AttackRow) and r.setting == setting and (only is None or r.attack == only)
     ]
 
@@ -127,20 +128,28 @@ def claim_attack_is_real(rows: Sequence[Row], cfg: SplitLLMMixGuardConfig) -> Cl
         return not_tested(text, "no undefended attack row")
     best = max(r.token_recovery for r in att)
     beats = {r.attack: r.token_recovery > r.baseline_token for r in att}
-    return claim(text, best >= cfg.real_attack and all(beats.values()), best=best,
-                 baseline=att[0].baseline_token, beats=beats)
+    return claim(
+        text,
+        best >= cfg.real_attack and all(beats.values()),
+        best=best,
+        baseline=att[0].baseline_token,
+        beats=beats,
+    )
 
 
 def claim_utility(rows: Sequence[Row], cfg: SplitLLMMixGuardConfig) -> Claim:
-    text = (
-        f"MIXGUARD keeps task accuracy within {cfg.utility_gap:g} points of non-split training"
-    )
+    text = f"MIXGUARD keeps task accuracy within {cfg.utility_gap:g} points of non-split training"
     acc = _acc(rows)
     if "mixguard" not in acc or "non-split" not in acc:
         return not_tested(text, "needs the mixguard and non-split rows")
     gap = 100 * (acc["non-split"] - acc["mixguard"])
-    return claim(text, gap <= cfg.utility_gap, gap_points=gap, mixguard=acc["mixguard"],
-                 nonsplit=acc["non-split"])
+    return claim(
+        text,
+        gap <= cfg.utility_gap,
+        gap_points=gap,
+        mixguard=acc["mixguard"],
+        nonsplit=acc["non-split"],
+    )
 
 
 def claim_slots_near_chance(rows: Sequence[Row], cfg: SplitLLMMixGuardConfig) -> Claim:
@@ -164,7 +173,8 @@ def _better(rows: Sequence[Row], only: str | None) -> tuple[bool, dict[str, obje
     rivals = {
         s: _worst(rows, s, "token_recovery", only)
         for s, a in acc.items()
-        if s not in ("mixguard", "non-split", "none") and a >= acc["mixguard"]
+        if s not in ("mixguard", "non-split", "none")
+        and a >= acc["mixguard"]
         and _attacks(rows, s, only)
     }
     if not rivals or mine != mine:
@@ -219,11 +229,22 @@ def claim_noise_costs_more(rows: Sequence[Row], cfg: SplitLLMMixGuardConfig) -> 
     found = noise_to_match(rows)
     if found is None:
         sigmas = [r.sigma for r in rows if isinstance(r, UtilityRow) and r.kind == "noise"]
-        return claim(text, True, matched=False, largest_sigma=max(sigmas),
-                     note="no noise level in the sweep matches MIXGUARD's privacy")
+        return claim(
+            text,
+            True,
+            matched=False,
+            largest_sigma=max(sigmas),
+            note="no noise level in the sweep matches MIXGUARD's privacy",
+        )
     sigma, noise_acc = found
-    return claim(text, noise_acc < acc["mixguard"], matched=True, sigma=sigma,
-                 noise_accuracy=noise_acc, mixguard_accuracy=acc["mixguard"])
+    return claim(
+        text,
+        noise_acc < acc["mixguard"],
+        matched=True,
+        sigma=sigma,
+        noise_accuracy=noise_acc,
+        mixguard_accuracy=acc["mixguard"],
+    )
 
 
 CLAIMS: tuple[ClaimFn, ...] = (

@@ -59,7 +59,9 @@ def rouge_l(
     return float(sum(scores) / len(scores)) if scores else float("nan")
 
 
-def positional_prior(public_ids: torch.Tensor, length: int, skip: int | None = None) -> torch.Tensor:
+def positional_prior(
+    public_ids: torch.Tensor, length: int, skip: int | None = None
+) -> torch.Tensor:
     """``(length,)`` the most frequent public token at each position (``skip``: an id never
     guessed, e.g. the pad token; positions beyond the public length take the overall mode)."""
     ids = public_ids[:, :length]

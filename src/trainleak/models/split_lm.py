@@ -58,7 +58,7 @@ class LMSplit:
         return {"bottom_end": self.bottom_end, "top_start": self.top_start}
 
 
-class _Stop(Exception):
+class _Stop(Exception):  # noqa: N818 - control flow, not an error
     """Raised inside a hook to end a forward pass after the part's last block."""
 
     def __init__(self, value: torch.Tensor) -> None:
@@ -149,9 +149,7 @@ class SplitLM:
         """``(n, L, d)`` trunk output for hidden states received at the cut."""
         self.check_hidden(hidden, mask)
         dummy = torch.zeros_like(mask)
-        return self._run(
-            dummy, mask, (self.split.bottom_end - 1, hidden), self.split.top_start - 1
-        )
+        return self._run(dummy, mask, (self.split.bottom_end - 1, hidden), self.split.top_start - 1)
 
     def top(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``(n, L, d)`` final hidden states (after the final norm) from the trunk's output."""
@@ -196,8 +194,11 @@ class SplitLM:
 
     def trunk_module_names(self) -> tuple[str, ...]:
         """Dotted names of the trunk's linear layers (LoRA targets restricted to the trunk)."""
-        trunk = {id(m) for b in blocks(self.lm)[self.split.bottom_end : self.split.top_start]
-                 for m in b.modules()}
+        trunk = {
+            id(m)
+            for b in blocks(self.lm)[self.split.bottom_end : self.split.top_start]
+            for m in b.modules()
+        }
         names = [
             n
             for n, m in self.lm.module.named_modules()

@@ -104,7 +104,9 @@ class TextSplitTranscript(Release):
         self.split.check(len(blocks(self.public_lm)))
         width = int(self.public_lm.module.config.hidden_size)
         if self.mask.ndim != 2:
-            raise ShapeError(f"TextSplitTranscript.mask must be (N, L); got {tuple(self.mask.shape)}")
+            raise ShapeError(
+                f"TextSplitTranscript.mask must be (N, L); got {tuple(self.mask.shape)}"
+            )
         n, length = (int(v) for v in self.mask.shape)
         want = (n, length, width)
         for name in ("smashed", "smashed_grads", "body_grads"):
@@ -117,7 +119,9 @@ class TextSplitTranscript(Release):
             if not bool(torch.isfinite(t).all()):
                 raise ConfigError.invalid(f"TextSplitTranscript.{name}", "finite values", "NaN/inf")
         if tuple(self.step.shape) != (n,):
-            raise ShapeError(f"TextSplitTranscript.step must be ({n},); got {tuple(self.step.shape)}")
+            raise ShapeError(
+                f"TextSplitTranscript.step must be ({n},); got {tuple(self.step.shape)}"
+            )
         if n > 1 and bool((self.step[1:] < self.step[:-1]).any()):
             raise ConfigError.invalid("step", "non-decreasing step indices", "decreasing")
 

@@ -69,7 +69,9 @@ class World:
     pool_size: int
 
 
-def _wiki(n: int, words: int = 20) -> list[str]:
+def wiki_paragraphs(n: int, words: int = 20) -> list[str]:
+    """The first ``n`` WikiText-2 validation paragraphs of more than five words, cut to
+    ``words`` words."""
     if n == 0:
         return []
     paras = [p for p in load_wikitext2("valid") if len(p.split()) > 5]
@@ -88,17 +90,22 @@ def build_world(cfg: WorldConfig) -> World:
     pools = slot_pools(cfg.pool_size, cfg.seed)
     private = make_records(cfg.n_private + cfg.n_test, pools, seed=cfg.seed + 1)
     public = [r.text for r in make_records(cfg.n_public_records, pools, seed=cfg.seed + 2)]
-    public += _wiki(cfg.n_wiki)
+    public += wiki_paragraphs(cfg.n_wiki)
     # The vocabulary is public: the public texts plus the generator's slot pools.
     tok = train_word_tokenizer([*public, " ".join(pools.words())], cfg.vocab_size, cfg.seed)
     lm = tiny_causal_lm(
-        tok, n_layer=cfg.n_layer, n_embd=cfg.n_embd, n_head=cfg.n_head, max_length=cfg.length + 16,
+        tok,
+        n_layer=cfg.n_layer,
+        n_embd=cfg.n_embd,
+        n_head=cfg.n_head,
+        max_length=cfg.length + 16,
         seed=cfg.seed,
     )
     fine_tune(lm, public, cfg.pretrain_steps, 3e-3, 32, seed=cfg.seed, max_length=cfg.length)
     template_words = {w for t in TEMPLATES for w in t.split() if "{" not in w}
     slot_words = [w for w in pools.words() if w not in template_words]
-    slot_ids = torch.tensor(sorted({int(tok.convert_tokens_to_ids(w)) for w in slot_words}))
+    vocab = tok.get_vocab()
+    slot_ids = torch.tensor(sorted({vocab[w] for w in slot_words if w in vocab}))
     return World(
         lm=lm,
         train=encode_records(lm, private[: cfg.n_private], cfg.length),
@@ -118,9 +125,7 @@ class AttackScore:
     rouge_l: float
 
 
-def score(
-    pred: torch.Tensor, run: SplitRun, slot_ids: torch.Tensor, pad_id: int
-) -> AttackScore:
+def score(pred: torch.Tensor, run: SplitRun, slot_ids: torch.Tensor, pad_id: int) -> AttackScore:
     """Score reconstructed ids against the recorded rows' ground truth."""
     truth, real = run.truth.ids, run.truth.real
     sent = run.transcript.mask.bool().clone()

@@ -1,10 +1,6 @@
 """Attacks on a split language model's server transcript (seed 10's threat model): a learned
 inverter, its defense-adaptive form, and BiSR-style forward-activation refinement."""
 
-from trainleak.errors import import_extra
-
-import_extra("transformers", "text", "the split language-model attacks")
-
 from trainleak.attacks.split_lm.bisr import BiSRRefinement
 from trainleak.attacks.split_lm.inverter import AdaptiveInverter, LearnedInverter
 

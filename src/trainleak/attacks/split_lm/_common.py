@@ -14,7 +14,6 @@ from trainleak.models.split_lm import SplitLM
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.split_text import TextDefenseSpec, TextSplitTranscript
 
-
 N_SPECIAL = 4  # the word tokenizer's <pad>, <unk>, <bos>, <eos> come first
 
 

@@ -79,8 +79,11 @@ class BiSRRefinement(Attack[TextSplitTranscript]):
         return Reconstruction(
             inputs=tokens,
             scores=-dist,
-            diagnostics={"adaptive": self.adaptive, "changed": changed,
-                         "final_match": float(dist.mean())},
+            diagnostics={
+                "adaptive": self.adaptive,
+                "changed": changed,
+                "final_match": float(dist.mean()),
+            },
         )
 
 

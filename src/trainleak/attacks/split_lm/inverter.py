@@ -38,8 +38,7 @@ class LearnedInverter(Attack[TextSplitTranscript]):
 
     name: ClassVar[str] = "split-lm-inverter"
     summary: ClassVar[str] = (
-        "Split LM: hidden-state-to-token inverter trained on public text through the public "
-        "bottom"
+        "Split LM: hidden-state-to-token inverter trained on public text through the public bottom"
     )
     release_type: ClassVar[type[TextSplitTranscript]] = TextSplitTranscript
     requires: ClassVar[frozenset[str]] = frozenset({"prior"})
@@ -67,7 +66,13 @@ class LearnedInverter(Attack[TextSplitTranscript]):
             model, ids, release.defense, self.adaptive, generator, self.random_share
         )
         inv = fit_inverter(
-            pairs, embedding_table(release), self.steps, self.lr, self.batch_size, self.width, generator
+            pairs,
+            embedding_table(release),
+            self.steps,
+            self.lr,
+            self.batch_size,
+            self.width,
+            generator,
         )
         with torch.no_grad():
             logits = inv(release.smashed)

@@ -164,17 +164,24 @@ def train_split(
         c_opt.step()
         losses.append(loss)
         if sum(len(v) for v in rec["h"]) < cfg.record_rows:
-            for k, v in zip("h m gh gz i r".split(), (sent, ob.mask, sent.grad, got[1], ob.ids,
-                                                     ob.real), strict=True):
+            for k, v in zip(
+                ["h", "m", "gh", "gz", "i", "r"],
+                (sent, ob.mask, _grad(sent), got[1], ob.ids, ob.real),
+                strict=True,
+            ):
                 rec[k].append(v.detach())
             rec["s"].append(torch.full((len(idx),), t, dtype=torch.long))
         if calib is not None and (t + 1) % cfg.refit_every == 0 and cfg.refit_steps:
-            rho, cache = fit_calibrator(
-                model, calib, spec, public_ids, cfg.refit_steps, gen, width
-            )
+            rho, cache = fit_calibrator(model, calib, spec, public_ids, cfg.refit_steps, gen, width)
             residuals.append(rho)
     client = (head, calib, cache)
     return _finish(public_lm, model, client, spec, rec, cfg.record_rows, residuals, losses)
+
+
+def _grad(t: torch.Tensor) -> torch.Tensor:
+    if t.grad is None:  # pragma: no cover - the trunk output always depends on its input
+        raise ConfigError("the trunk output does not depend on the hidden states it received")
+    return t.grad
 
 
 def _step(
