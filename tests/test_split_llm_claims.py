@@ -10,6 +10,7 @@ from conftest import require_module
 
 require_module("transformers", "pip install 'trainleak[text]'")
 
+from trainleak.experiments.split_llm_mixguard import run  # noqa: E402
 from trainleak.experiments.split_llm_mixguard_claims import (  # noqa: E402
     AttackRow,
     Row,
@@ -104,3 +105,32 @@ def test_noise_costs_more_both_sides() -> None:
     never = _rows(noise={1.0: (0.76, 0.5)})
     out = claim_noise_costs_more(never, CFG)
     assert noise_to_match(never) is None and out.holds and out.evidence["matched"] is False
+
+
+@pytest.mark.slow
+def test_experiment_runs_end_to_end_on_a_tiny_config() -> None:
+    cfg = SplitLLMMixGuardConfig(
+        n_private=96,
+        n_test=48,
+        n_public_records=160,
+        n_wiki=0,
+        pool_size=8,
+        length=20,
+        n_layer=3,
+        n_embd=32,
+        pretrain_steps=30,
+        bottom_end=1,
+        top_start=2,
+        steps=10,
+        batch_size=8,
+        record_rows=32,
+        sigmas=[1.0],
+        calib_steps=10,
+        inverter_steps=40,
+        bisr_top_k=4,
+    )
+    res = run(cfg)
+    assert len(res.claims) == 6 and "privacy_utility" in res.figures
+    settings = {r["setting"] for r in res.tables["utility"]}
+    assert settings == {"non-split", "none", "noise-1", "mixup", "mixguard"}
+    assert len(res.tables["attacks"]) == 2 + 3 * 3  # no adaptive row without a defense
