@@ -123,6 +123,10 @@ def smollm2_part(rows: int, n_public: int, steps: int) -> dict[str, Any]:
     pe = encode(lm, pub, length).input_ids
     enc = encode(lm, priv, length)
     kn = Knowledge(prior=pe)
+    # CPU-sized: 32-row batches, public text only (random rows over 49k tokens need far more
+    # steps than a small run has)
+    bisr: dict[str, Any] = {"width": 256, "batch_size": 32, "random_share": 0.0}
+    small: dict[str, Any] = {"steps": steps, **bisr}
     out: dict[str, Any] = {"rows": rows, "public_rows": len(pub), "inverter_steps": steps}
     specs = {
         "none": TextDefenseSpec(),
@@ -137,11 +141,11 @@ def smollm2_part(rows: int, n_public: int, steps: int) -> dict[str, Any]:
             "positional_prior": token_recovery(guess.expand_as(truth), truth, real)
         }
         attacks = {
-            "split-lm-inverter": LearnedInverter(steps=steps, width=512),
-            "split-lm-bisr": BiSRRefinement(inverter_steps=steps, width=512, top_k=16),
+            "split-lm-inverter": LearnedInverter(**small),
+            "split-lm-bisr": BiSRRefinement(inverter_steps=steps, top_k=16, **bisr),
         }
         if name != "none":
-            attacks["split-lm-adaptive-inverter"] = AdaptiveInverter(steps=steps, width=512)
+            attacks["split-lm-adaptive-inverter"] = AdaptiveInverter(**small)
         for aname, attack in attacks.items():
             start = time.perf_counter()
             rec = attack(t, kn, seed=0)
@@ -196,15 +200,16 @@ def main() -> None:
     ap.add_argument("--smollm2-steps", type=int, default=300)
     ap.add_argument("--set", nargs="*", default=[], help="tiny-part config key=JSON value")
     args = ap.parse_args()
-    res: dict[str, Any] = {
-        "machine": f"{platform.machine()}, torch threads {torch.get_num_threads()}"
-    }
+    # parts not run keep their previous results
+    path = OUT / "split_llm.json"
+    res: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+    res["machine"] = f"{platform.machine()}, torch threads {torch.get_num_threads()}"
     if "tiny" in args.parts:
         res["tiny"] = tiny_part({k: json.loads(v) for k, v in (a.split("=", 1) for a in args.set)})
     if "smollm2" in args.parts:
         res["smollm2"] = smollm2_part(args.smollm2_rows, args.smollm2_public, args.smollm2_steps)
     OUT.mkdir(exist_ok=True)
-    (OUT / "split_llm.json").write_text(json.dumps(res, indent=2, default=float))
+    path.write_text(json.dumps(res, indent=2, default=float))
     (OUT / "split_llm.md").write_text(_md(res))
     print(_md(res))
 

@@ -53,6 +53,7 @@ class BiSRRefinement(Attack[TextSplitTranscript]):
     width: int = param(256, ge=1, integer=True)
     random_share: float = param(1.0, ge=0)
     top_k: int = param(16, ge=1, integer=True)
+    batch_size: int = param(256, ge=1, integer=True)
     adaptive: bool = True
 
     def expected_shape(self, release: TextSplitTranscript, knowledge: Knowledge) -> tuple[int]:
@@ -71,7 +72,9 @@ class BiSRRefinement(Attack[TextSplitTranscript]):
             model, ids, release.defense, self.adaptive, generator, self.random_share
         )
         table = embedding_table(release)
-        inv = fit_inverter(pairs, table, self.inverter_steps, self.lr, 256, self.width, generator)
+        inv = fit_inverter(
+            pairs, table, self.inverter_steps, self.lr, self.batch_size, self.width, generator
+        )
         with torch.no_grad():
             logits = inv(release.smashed)
             tokens, dist = _greedy_match(model, release, logits, min(self.top_k, table.shape[0]))
