@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from trainleak.errors import ConfigError
+from trainleak.models.split_lm import seeded_init
 from trainleak.releases.split_text import TextDefenseSpec
 
 Bottom = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -175,12 +176,13 @@ class Calibrator(nn.Module):
     weights and divide by the private row's weight; then a residual two-layer MLP per position
     (input: that estimate and the weights) corrects for the trunk's non-linearity."""
 
-    def __init__(self, d: int, hidden: int = 128) -> None:
+    def __init__(self, d: int, gen: torch.Generator, hidden: int = 128) -> None:
         super().__init__()
+        first = seeded_init(nn.Linear(2 * d, hidden), gen)
         last = nn.Linear(hidden, d)
         nn.init.zeros_(last.weight)
         nn.init.zeros_(last.bias)
-        self.net = nn.Sequential(nn.Linear(2 * d, hidden), nn.GELU(), last)
+        self.net = nn.Sequential(first, nn.GELU(), last)
 
     def forward(
         self, z: torch.Tensor, ob: Obfuscated, cache: torch.Tensor | None = None

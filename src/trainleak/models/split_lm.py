@@ -207,6 +207,18 @@ class SplitLM:
         return tuple(names)
 
 
+def seeded_init(module: nn.Module, gen: torch.Generator) -> nn.Module:
+    """Re-initialise every ``nn.Linear`` of ``module`` from ``gen`` (weights
+    ``N(0, 1 / fan_in)``, zero biases) without touching the global random state; returns it."""
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, nn.Linear):
+                m.weight.copy_(torch.randn(m.weight.shape, generator=gen) / m.in_features**0.5)
+                if m.bias is not None:
+                    m.bias.zero_()
+    return module
+
+
 def _final_norm(lm: LanguageModel) -> nn.Module:
     inner: Any = lm.module
     inner = getattr(inner, "get_base_model", lambda: inner)()

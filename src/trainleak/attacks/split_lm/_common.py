@@ -10,7 +10,7 @@ from torch import nn
 from trainleak.defenses.split_text import obfuscate
 from trainleak.errors import ConfigError
 from trainleak.models.language import embedding
-from trainleak.models.split_lm import SplitLM
+from trainleak.models.split_lm import SplitLM, seeded_init
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.split_text import TextDefenseSpec, TextSplitTranscript
 
@@ -118,8 +118,8 @@ def fit_inverter(
     """Train an :class:`Inverter` by cross-entropy on the real positions of ``pairs``."""
     h, t, keep = pairs
     h, t = h[keep], t[keep]
-    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
     inv = Inverter(h.shape[1], table, width)
+    seeded_init(inv, gen)
     opt = torch.optim.Adam(inv.parameters(), lr=lr)
     for _ in range(steps):
         idx = torch.randint(0, h.shape[0], (batch_size,), generator=gen)

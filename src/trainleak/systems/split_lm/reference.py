@@ -22,7 +22,7 @@ def train_nonsplit(
     steps, batches and learning rates on the unsplit model; returns test accuracy."""
     ids, mask, labels = data
     gen = torch.Generator().manual_seed(seed)
-    model, head, server_p, client_p = _prepare(public_lm, split, cfg, int(labels.max()) + 1)
+    model, head, server_p, client_p = _prepare(public_lm, split, cfg, int(labels.max()) + 1, seed)
     s_opt = torch.optim.Adam(server_p, lr=cfg.lr_server)
     c_opt = torch.optim.Adam(client_p, lr=cfg.lr_client)
     for _ in range(cfg.steps):

@@ -21,7 +21,7 @@ from torch import nn
 from trainleak.defenses.split_text import Calibrator, Obfuscated, obfuscate, perturb_gradient
 from trainleak.errors import ConfigError
 from trainleak.models.language import LanguageModel, LoraSettings, add_lora
-from trainleak.models.split_lm import LMSplit, SplitLM
+from trainleak.models.split_lm import LMSplit, SplitLM, seeded_init
 from trainleak.releases.split_text import TextDefenseSpec, TextSplitTranscript
 from trainleak.systems.split_lm.calibrate import aux_pool, fit_calibrator
 from trainleak.validation import check_fields, param
@@ -101,7 +101,11 @@ def _vocab(model: SplitLM) -> tuple[int, int]:
 
 
 def _prepare(
-    public_lm: LanguageModel, split: LMSplit, cfg: SplitTrainingConfig, n_classes: int
+    public_lm: LanguageModel,
+    split: LMSplit,
+    cfg: SplitTrainingConfig,
+    n_classes: int,
+    seed: int = 0,
 ) -> tuple[SplitLM, nn.Module, list[nn.Parameter], list[nn.Parameter]]:
     lm = copy.deepcopy(public_lm)
     model = SplitLM(lm, split)
@@ -116,8 +120,7 @@ def _prepare(
     top = model.part_parameters("top")
     for p in [*server, *top]:
         p.requires_grad_(True)
-    torch.manual_seed(0)
-    head = nn.Linear(model.width, n_classes)
+    head = seeded_init(nn.Linear(model.width, n_classes), torch.Generator().manual_seed(seed))
     return model, head, server, [*top, *head.parameters()]
 
 
@@ -141,8 +144,8 @@ def train_split(
     if not (ids.shape == mask.shape and ids.shape[0] == labels.shape[0] >= cfg.batch_size):
         raise ConfigError("train_split needs ids, mask (n, L) and labels (n,), n >= batch_size")
     gen = torch.Generator().manual_seed(seed)
-    model, head, server_p, client_p = _prepare(public_lm, split, cfg, int(labels.max()) + 1)
-    calib = Calibrator(model.width) if spec.kind == "mixguard" else None
+    model, head, server_p, client_p = _prepare(public_lm, split, cfg, int(labels.max()) + 1, seed)
+    calib = Calibrator(model.width, gen) if spec.kind == "mixguard" else None
     client_params = client_p + (list(calib.parameters()) if calib is not None else [])
     s_opt = torch.optim.Adam(server_p, lr=cfg.lr_server)
     c_opt = torch.optim.Adam(client_params, lr=cfg.lr_client)
