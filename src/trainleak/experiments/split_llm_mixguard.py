@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 
 from trainleak.attacks.base import Attack
 from trainleak.attacks.split_lm import AdaptiveInverter, BiSRRefinement, LearnedInverter
+from trainleak.experiments._mixguard_risk import risk_of
 from trainleak.experiments.base import Result, evaluate_claims, experiment, rows_table
 from trainleak.experiments.split_llm_mixguard_claims import (
     CLAIMS,
@@ -131,6 +132,7 @@ def sweep(cfg: SplitLLMMixGuardConfig, w: World, progress: Progress | None) -> l
                     base.slot_recovery,
                     base.rouge_l,
                     1.0 / w.pool_size,
+                    s.slots,
                 )
             )
         if progress is not None:
@@ -171,6 +173,7 @@ def run(cfg: SplitLLMMixGuardConfig, progress: Progress | None = None) -> Result
     rows = sweep(cfg, world(cfg), progress)
     res = Result(experiment="split-llm-mixguard", config=cfg.model_dump())
     res.claims = evaluate_claims(CLAIMS, rows, cfg)
+    res.risk = risk_of(rows, cfg)
     res.tables["utility"] = rows_table(r for r in rows if isinstance(r, UtilityRow))
     res.tables["attacks"] = rows_table(r for r in rows if isinstance(r, AttackRow))
     res.figures["privacy_utility"] = privacy_utility_figure(rows)

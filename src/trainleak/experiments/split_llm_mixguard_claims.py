@@ -92,6 +92,7 @@ class AttackRow:
     baseline_slot: float
     baseline_rouge: float
     chance: float
+    slots: int = 0
 
 
 Row = UtilityRow | AttackRow

@@ -123,6 +123,7 @@ class AttackScore:
     token_recovery: float
     slot_recovery: float
     rouge_l: float
+    slots: int = 0
 
 
 def score(pred: torch.Tensor, run: SplitRun, slot_ids: torch.Tensor, pad_id: int) -> AttackScore:
@@ -135,6 +136,7 @@ def score(pred: torch.Tensor, run: SplitRun, slot_ids: torch.Tensor, pad_id: int
         token_recovery(pred, truth, real),
         token_recovery(pred, truth, slots),
         rouge_l(pred, truth, sent, real),
+        int(slots.sum()),
     )
 
 
