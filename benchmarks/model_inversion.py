@@ -11,7 +11,9 @@ identities at 32 x 32, dlib identity evaluator on) and summarises the issue's ta
 
 Writes ``benchmarks/results/model_inversion.json`` and ``.md``. Run from the repository root:
 ``TRAINLEAK_DATA=../shared/data OMP_NUM_THREADS=1 .venv/bin/python benchmarks/model_inversion.py``
-(``--only adaptive`` or ``--only atat`` runs one experiment and merges into the JSON).
+(``--only adaptive`` or ``--only atat`` runs one experiment and merges into the JSON;
+``--targets``, ``--atat-weights`` and ``--atat-eps`` reduce the sweeps, as the recorded results
+did on the shared machine).
 """
 
 from __future__ import annotations
@@ -90,50 +92,45 @@ def summarise_atat(res: Mapping[str, Any], wall: float) -> dict[str, Any]:
     return out
 
 
+def _adaptive_md(key: str, a: Mapping[str, Any]) -> list[str]:
+    lines = [f"{key} (model-inversion-adaptive): {a['wall_s']:.0f} s", ""]
+    lines += ["| undefended target | Acc@1 [95% CI] |", "|---|---|"]
+    for k, v in a.items():
+        if k.startswith("undefended_"):
+            lines.append(f"| {k[11:]} | {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}] |")
+    lines += ["", "| defense | leakage factor [95% CI] |", "|---|---|"]
+    lines += [f"| {t} | {f:.2f} [{lo:.2f}, {hi:.2f}] |" for t, (f, lo, hi) in a["leakage"].items()]
+    lines += [
+        "",
+        f"Targets: adaptive Acc@1 >= 0.8: {a['target_acc1_0.8']}; "
+        f"a leakage factor >= 1.5: {a['target_leakage_1.5']}",
+        "",
+    ]
+    return lines + [f"- {c['text']}: {c['holds']}" for c in a["claims"]] + [""]
+
+
+def _atat_md(t: Mapping[str, Any]) -> list[str]:
+    lines = [f"atat-privacy: {t['wall_s']:.0f} s", ""]
+    lines += ["| model | clean | robust | Acc@1 (standard attack) |", "|---|---|---|---|"]
+    lines += [
+        f"| {m} | {v['clean']:.3f} | {v['robust']:.3f} | {v['acc1']:.3f} |"
+        for m, v in t["models"].items()
+    ]
+    lines += [
+        "",
+        f"Target AT-AT <= half of standard at clean within 3 points: "
+        f"{t['target_atat_half']} (best {t['best_atat']})",
+        "",
+    ]
+    return lines + [f"- {c['text']}: {c['holds']}" for c in t["claims"]]
+
+
 def _markdown(summary: Mapping[str, Any]) -> str:
     lines = ["# Model inversion benchmark (ORL faces, 20 private identities, 32x32)", ""]
-    a = summary.get("adaptive")
-    if a:
-        lines += [
-            f"model-inversion-adaptive: {a['wall_s']:.0f} s",
-            "",
-            "| undefended target | Acc@1 [95% CI] |",
-            "|---|---|",
-        ]
-        for k, v in a.items():
-            if k.startswith("undefended_"):
-                lines.append(f"| {k[11:]} | {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}] |")
-        lines += ["", "| defense | leakage factor [95% CI] |", "|---|---|"]
-        lines += [
-            f"| {t} | {f:.2f} [{lo:.2f}, {hi:.2f}] |" for t, (f, lo, hi) in a["leakage"].items()
-        ]
-        lines += [
-            "",
-            f"Targets: adaptive Acc@1 >= 0.8: {a['target_acc1_0.8']}; "
-            f"a leakage factor >= 1.5: {a['target_leakage_1.5']}",
-            "",
-        ]
-        lines += [f"- {c['text']}: {c['holds']}" for c in a["claims"]]
-    t = summary.get("atat")
-    if t:
-        lines += [
-            "",
-            f"atat-privacy: {t['wall_s']:.0f} s",
-            "",
-            "| model | clean | robust | Acc@1 (standard attack) |",
-            "|---|---|---|---|",
-        ]
-        lines += [
-            f"| {m} | {v['clean']:.3f} | {v['robust']:.3f} | {v['acc1']:.3f} |"
-            for m, v in t["models"].items()
-        ]
-        lines += [
-            "",
-            f"Target AT-AT <= half of standard at clean within 3 points: "
-            f"{t['target_atat_half']} (best {t['best_atat']})",
-            "",
-        ]
-        lines += [f"- {c['text']}: {c['holds']}" for c in t["claims"]]
+    for key in sorted(k for k in summary if k.startswith("adaptive")):
+        lines += _adaptive_md(key, summary[key])
+    for key in sorted(k for k in summary if k.startswith("atat")):
+        lines += _atat_md(summary[key])
     return "\n".join(lines) + "\n"
 
 
@@ -145,18 +142,41 @@ def _plain(res: Result) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", choices=["adaptive", "atat"], default=None)
+    parser.add_argument(
+        "--targets",
+        nargs="+",
+        default=None,
+        help="model-inversion-adaptive targets (default: all eight)",
+    )
+    parser.add_argument("--atat-weights", nargs="+", type=float, default=None)
+    parser.add_argument("--atat-eps", nargs="+", type=float, default=None)
+    parser.add_argument(
+        "--set",
+        nargs="+",
+        default=[],
+        metavar="KEY=INT",
+        help="integer overrides of both configs, e.g. adaptive_steps=400",
+    )
+    parser.add_argument("--tag", default="", help="suffix of the JSON keys of this run")
     args = parser.parse_args()
+    over = {k: int(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+    ada_cfg: dict[str, Any] = {**ORL, **over, **({"targets": args.targets} if args.targets else {})}
+    atat_cfg: dict[str, Any] = {**ORL, **over}
+    if args.atat_weights:
+        atat_cfg["atat_weights"] = args.atat_weights
+    if args.atat_eps:
+        atat_cfg["atat_eps"] = args.atat_eps
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "model_inversion.json"
     new: dict[str, Any] = {}
     if args.only in (None, "adaptive"):
         start = time.perf_counter()
-        res = model_inversion_adaptive.run(ModelInversionAdaptiveConfig(**ORL))
-        new["adaptive"] = summarise_adaptive(_plain(res), time.perf_counter() - start)
+        res = model_inversion_adaptive.run(ModelInversionAdaptiveConfig(**ada_cfg))
+        new["adaptive" + args.tag] = summarise_adaptive(_plain(res), time.perf_counter() - start)
     if args.only in (None, "atat"):
         start = time.perf_counter()
-        res = atat_privacy.run(AtatPrivacyConfig(**ORL))
-        new["atat"] = summarise_atat(_plain(res), time.perf_counter() - start)
+        res = atat_privacy.run(AtatPrivacyConfig(**atat_cfg))
+        new["atat" + args.tag] = summarise_atat(_plain(res), time.perf_counter() - start)
     # read the file only now: another run (--only the other part) may have written it
     summary: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     summary.update(new)

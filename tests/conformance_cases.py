@@ -7,6 +7,7 @@ attack cannot land without its case.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -213,3 +214,24 @@ CASES: dict[str, Callable[[], ConformanceCase]] = {
         tiny_transformer_update, {"steps": 2}, [{"steps": 0}, {"temperature": 0.0}]
     ),
 }
+
+# Split language models (issue 13, seed 10): the attacks register only with the text extra.
+if importlib.util.find_spec("transformers") is not None:
+    from split_llm_fixtures import tiny_text_transcript
+
+    _INV_FAST = {"steps": 20, "batch_size": 64, "width": 32}
+    CASES.update(
+        {
+            "split-lm-inverter": _case(
+                tiny_text_transcript, _INV_FAST, [{"steps": 0}, {"lr": 0.0}, {"random_share": -1.0}]
+            ),
+            "split-lm-adaptive-inverter": _case(
+                lambda: tiny_text_transcript("mixguard"), _INV_FAST, [{"width": 0}]
+            ),
+            "split-lm-bisr": _case(
+                tiny_text_transcript,
+                {"inverter_steps": 20, "width": 32, "top_k": 2},
+                [{"top_k": 0}, {"inverter_steps": 0}],
+            ),
+        }
+    )

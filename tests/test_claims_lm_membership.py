@@ -96,3 +96,27 @@ def test_lm_membership_default_run():
     exp = available_experiments()["lm-membership"]
     res = exp.run(exp.make_config({}))
     assert len(res.claims) == 4 and "rl_steps" in res.tables
+
+
+def test_lm_membership_config_refuses_bad_values():
+    from trainleak.errors import ConfigError
+    from trainleak.experiments import available_experiments
+
+    exp = available_experiments()["lm-membership"]
+    for bad in ({"n_members": 1}, {"rl_steps": 0}, {"minkpp_k": 0.0}, {"unknown": 1}):
+        with pytest.raises(ConfigError):
+            exp.make_config(bad)
+
+
+def test_risk_card_counts_members_flagged_beyond_chance():
+    from trainleak.experiments.lm_membership import risk_of
+
+    strong = MethodRow("reference", "passive", 0.99, 0.98, 1.0, 0.87, 0.79, 0)
+    chance = MethodRow("n-sampling", "sampling", 0.5, 0.42, 0.57, 0.01, 0.0, 0)
+    card = risk_of([strong, chance], CFG)
+    assert card.attack is not None and card.attack.recovered == 87
+    # exact chance at 1% FPR over 100 non-members: 2 * 100 / 101 members, rounded up
+    assert card.attack.baseline_recovered == 2 and card.attacks_run == 2
+    weak = risk_of([chance], CFG)
+    assert weak.attack is not None and weak.attack.beyond_baseline == -1
+    assert weak.level != card.level

@@ -269,3 +269,25 @@ def test_minilm_loads_with_a_seeded_head():
     enc = encode(a, ["hello world"], max_length=8)
     assert enc.input_ids[0, 0].item() == a.tokenizer.cls_token_id
     assert a.module(**{"input_ids": enc.input_ids}).logits.shape == (1, 3)
+
+
+def test_registries_skip_a_module_whose_extra_is_missing(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from trainleak._discovery import import_submodules
+
+    pkg = tmp_path / "fakepkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "needs_extra.py").write_text(
+        "from trainleak.errors import MissingExtraError\n"
+        "raise MissingExtraError('pip install something')\n"
+    )
+    (pkg / "fine.py").write_text("LOADED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import fakepkg
+
+    assert isinstance(fakepkg, types.ModuleType)
+    import_submodules(fakepkg)
+    assert "fakepkg.fine" in sys.modules and "fakepkg.needs_extra" not in sys.modules

@@ -1,4 +1,9 @@
-"""Import every module of a sub-package so that its registration decorators run."""
+"""Import every module of a sub-package so that its registration decorators run.
+
+A module that needs an optional extra which is not installed raises
+:class:`~trainleak.errors.MissingExtraError` on import (via ``import_extra`` at its top) and is
+skipped: its attacks or experiments are then simply not registered.
+"""
 
 from __future__ import annotations
 

