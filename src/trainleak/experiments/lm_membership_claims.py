@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from trainleak.experiments.base import Claim, ClaimFn, ExperimentConfig, claim, not_tested
-from trainleak.experiments.risk import RiskCard, riskiest_card, scored_finding, share_count
 
 
 class LMMembershipConfig(ExperimentConfig):
@@ -157,26 +156,3 @@ CLAIMS: tuple[ClaimFn, ...] = (
     claim_adra_plus_at_least_adra,
     claim_adra_plus_beats_minkpp,
 )
-
-
-def risk_of(rows: Sequence[Row], cfg: LMMembershipConfig) -> RiskCard:
-    """The card of the released model: for every score, the members it flags at 1% FPR (above
-    the threshold that lets 1% of non-members through), against the 1% a random guess flags
-    at that rate; the quality figure is the score's AUROC."""
-    n = cfg.n_members
-    findings = [
-        scored_finding(
-            f"membership score {r.method}",
-            share_count(r.tpr_at_1pct, n),
-            n,
-            rule="members flagged at 1% false-positive rate",
-            baseline=share_count(0.01, n),
-            candidates=n + cfg.n_nonmembers,
-            quality=r.auroc,
-            detail=f"AUROC {r.auroc:.3f} [{r.auroc_lo:.3f}, {r.auroc_hi:.3f}]; baseline: "
-            "a random guess at the same false-positive rate",
-        )
-        for r in rows
-        if isinstance(r, MethodRow)
-    ]
-    return riskiest_card({"the fine-tuned language model (open weights)": (findings, [])})
