@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from trainleak.attacks import get_attack
-from trainleak.attacks.checkpoint.kkt import KKTReconstruction
+from trainleak.attacks.checkpoint._network import ReleasedMLP
+from trainleak.attacks.checkpoint.kkt import KKTProblem, KKTReconstruction
 from trainleak.data import balanced_binary, load_digits, to_symmetric
 from trainleak.errors import ConfigError
 from trainleak.metrics import evaluate_reconstruction
@@ -90,3 +91,22 @@ def test_default_settings_pin_the_issue_11_strength(digits_release) -> None:  # 
     assert ckpt.initial is not None
     ctrl = attack(replace(ckpt, final=ckpt.initial), knowledge, seed=0)
     assert evaluate_reconstruction(x, ctrl.inputs, offset=mean).counts[0.6] <= 12
+
+
+def test_reference_parametrisation_options(digits_release) -> None:  # type: ignore[no-untyped-def]
+    """multiplier_scale='mean' averages over candidates; residual='absolute' weighs the
+    residual by ||theta||^2 (Haim et al.'s parametrisation)."""
+    _, _, ckpt, _ = digits_release
+    net = ReleasedMLP.from_checkpoint(ckpt)
+    hp = KKTReconstruction(n_candidates=10, steps=0, multiplier_scale="mean", residual="absolute")
+    problem = KKTProblem(net, hp, "l2", None, torch.Generator().manual_seed(0))
+    norm_sq = sum(float((w**2).sum()) for w in ckpt.final.values())
+    assert problem.lambda_scale == pytest.approx(0.1)
+    assert problem.kkt_weight == pytest.approx(norm_sq, rel=1e-5)
+    fitted = KKTProblem(
+        net, KKTReconstruction(n_candidates=10, steps=0), "l2", None, torch.Generator()
+    )
+    assert fitted.kkt_weight == 1.0 and fitted.lambda_scale != pytest.approx(0.1)
+    for field in ("multiplier_scale", "residual"):
+        with pytest.raises(ConfigError, match=field):
+            KKTReconstruction(**{field: "bogus"})  # type: ignore[arg-type]
