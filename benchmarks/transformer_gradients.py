@@ -17,7 +17,7 @@ Clients run in float64 (the noiseless cells then test the attacks, not float32 r
 Usage:
     python benchmarks/transformer_gradients.py [--lengths 16 32] [--parts minilm smollm2]
 
-Writes ``benchmarks/results/transformer_gradients.json`` and ``.md``.
+Writes ``benchmarks/results/transformer_gradients{--tag}.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -39,6 +39,14 @@ from trainleak.scenarios.transformer_gradients import client_release, run_attack
 from trainleak.systems.transformer_clients import wikitext_sentences
 
 OUT = Path(__file__).resolve().parent / "results"
+PARTIAL: list[dict] = []
+PARTIAL_TAG = [""]
+
+
+def _write(tag: str, res: dict[str, Any]) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"transformer_gradients{tag}.json").write_text(json.dumps(res, indent=2))
+    (OUT / f"transformer_gradients{tag}.md").write_text(_markdown(res))
 
 
 def _cell(lm: Any, texts: list[str], n: int, noise: float, tiger_steps: int) -> list[dict]:
@@ -61,6 +69,8 @@ def _cell(lm: Any, texts: list[str], n: int, noise: float, tiger_steps: int) -> 
             }
         )
         print(rows[-1], flush=True)
+        PARTIAL.append(rows[-1])
+        _write(PARTIAL_TAG[0], {"partial_rows": PARTIAL})
     return rows
 
 
@@ -115,11 +125,13 @@ def smollm2(n: int, noises: list[float], steps: int) -> dict[str, Any]:
 
 
 def _markdown(res: dict[str, Any]) -> str:
-    lines = ["# Transformer gradient inversion (issue 14)", "", f"Machine: {res['machine']}", ""]
+    machine = res.get("machine", "")
+    lines = ["# Transformer gradient inversion (issue 14)", "", f"Machine: {machine}", ""]
     head = "| model | B | n | noise | attack | exact | token acc | ROUGE-1 | ROUGE-2 | s |"
     lines += [head, "|" + "---|" * 10]
-    for part in ("minilm", "smollm2"):
-        for r in res.get(part, {}).get("rows", []):
+    parts = [res.get(p, {}).get("rows", []) for p in ("minilm", "smollm2")]
+    for rows in [*parts, res.get("partial_rows", [])]:
+        for r in rows:
             lines.append(
                 f"| {r['model']} | {r['B']} | {r['n']} | {r['noise']:g} | {r['attack']} | "
                 f"{r['exact_rate']:.2f} | {r['token_accuracy']:.2f} | {r['rouge1']:.2f} | "
@@ -146,20 +158,20 @@ def main() -> None:
     ap.add_argument("--smollm2-noises", type=float, nargs="+", default=[1e-4, 1e-3, 1e-2])
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--parts", nargs="+", default=["minilm", "smollm2"])
+    ap.add_argument("--tag", default="", help="suffix of the result files")
     args = ap.parse_args()
     torch.set_num_threads(max(torch.get_num_threads(), 1))
     res: dict[str, Any] = {
         "machine": f"{platform.processor() or platform.machine()}, "
         f"{torch.get_num_threads()} threads"
     }
-    OUT.mkdir(parents=True, exist_ok=True)
+    PARTIAL_TAG[0] = args.tag
     for part in args.parts:
         if part == "minilm":
             res["minilm"] = minilm(args.lengths, args.noise, args.steps)
         else:
             res["smollm2"] = smollm2(args.smollm2_length, args.smollm2_noises, args.steps)
-        (OUT / "transformer_gradients.json").write_text(json.dumps(res, indent=2))
-        (OUT / "transformer_gradients.md").write_text(_markdown(res))
+        _write(args.tag, res)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from language_fixtures import random_texts, tiny_bert, tiny_gpt2, tiny_release
 from trainleak.attacks.transformer.bag_of_words import BagOfWords
 from trainleak.attacks.transformer.dager import Dager
 from trainleak.attacks.transformer.tiger import Tiger
+from trainleak.defenses.transformer import RelativeNoise
 from trainleak.errors import ConfigError, ShapeError
 from trainleak.experiments.transformer_inversion_claims import (
     Row,
@@ -25,6 +26,11 @@ from trainleak.linalg import row_space, span_distance
 from trainleak.metrics.text_recovery import score_sequences
 from trainleak.releases.transformer_update import TransformerUpdate
 from trainleak.scenarios.transformer_gradients import client_release, run_attacks
+from trainleak.systems.transformer_clients import (
+    dpsgd_transformer_update,
+    tokenize_batch,
+    transformer_update,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -187,3 +193,28 @@ def test_claim_dp_both_sides() -> None:
     assert claim_dp(rows, CFG).holds
     rows[0] = _row("decoder", "dp", "dager", dp=dp, rouge1=0.9)
     assert not claim_dp(rows, CFG).holds
+
+
+def test_dpsgd_without_clipping_or_noise_is_the_plain_gradient() -> None:
+    lm = tiny_bert()
+    batch = tokenize_batch(lm, random_texts(3, 0), 8, labels=torch.tensor([0, 1, 1]))
+    plain = transformer_update(lm, batch, 8)
+    gen = torch.Generator().manual_seed(0)
+    dp = dpsgd_transformer_update(lm, batch, 8, clip=1e9, noise_multiplier=0.0, generator=gen)
+    for k, v in plain.update.items():
+        assert torch.allclose(dp.update[k], v, rtol=1e-8, atol=1e-12), k
+    clipped = dpsgd_transformer_update(lm, batch, 8, clip=1e-3, noise_multiplier=0.0, generator=gen)
+    norm = sum(float((v**2).sum()) for v in clipped.update.values()) ** 0.5
+    assert norm <= 1e-3 + 1e-12
+    with pytest.raises(ConfigError, match="clip"):
+        dpsgd_transformer_update(lm, batch, 8, clip=0.0, noise_multiplier=1.0, generator=gen)
+
+
+def test_relative_noise_scales_with_each_tensor_rms() -> None:
+    _, rel = tiny_release("decoder", batch=2, length=6)
+    noisy = RelativeNoise(0.5)(rel, torch.Generator().manual_seed(0))
+    for k, v in rel.update.items():
+        if v.numel() < 1000:
+            continue
+        ratio = float((noisy.update[k] - v).pow(2).mean().sqrt() / v.pow(2).mean().sqrt())
+        assert 0.45 < ratio < 0.55, k

@@ -79,7 +79,9 @@ class Dager(Attack[TransformerUpdate]):
             )
         search = _decoder_search if spans.causal else _encoder_search
         found, evaluated = search(self, spans, cands)
-        found.sort(key=lambda item: item[1])
+        # longest first: every prefix of a decoder's sequence passes too, and an unextendable
+        # short sequence can have a smaller worst distance than the full one
+        found.sort(key=lambda item: (-len(item[0]), item[1]))
         seqs = [s for s, _ in found[: release.batch_size or len(found)]]
         out = pack(
             seqs,

@@ -63,9 +63,9 @@ class Tiger(Attack[TransformerUpdate]):
             share of its direction not explained by the sequences accepted before it;
             sequences are accepted greedily, best first), and at most twice the square of
             ``floor_ratio`` times the median over the first half of the positions of the
-            smallest layer-1 distance (the noise floor: those positions hold tokens), but not below ``min_margin`` (the squared
-            distances of an exact fit in float64 are ~1e-30), so a noiseless gradient keeps
-            only exact fits.
+            smallest layer-1 distance (the noise floor: those positions hold tokens), but not
+            below ``min_margin`` (the squared distances of an exact fit in float64 are
+            ~1e-30), so a noiseless gradient keeps only exact fits.
         rank: ``"batch"`` (top ``B * n`` directions) or ``"tolerance"``.
         tol: relative singular-value tolerance for ``rank="tolerance"``.
         span_check: layer-1/2 distance below which a sequence is certified.
