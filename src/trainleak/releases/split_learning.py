@@ -263,15 +263,7 @@ class SplitTranscript(Release):
         Raises:
             FileNotFoundError: a missing file; ConfigError: an unknown format or bad fields.
         """
-        p = Path(directory)
-        tfile, mfile = p / "transcript.safetensors", p / "transcript.json"
-        for f in (tfile, mfile):
-            if not f.is_file():
-                raise FileNotFoundError(f"split transcript file {f} is missing (looked in {p})")
-        meta = json.loads(mfile.read_text())
-        if meta.get("format") != FORMAT:
-            raise ConfigError.invalid("format", FORMAT, meta.get("format"))
-        t = load_file(str(tfile))
+        t, meta = read_transcript_files(directory, FORMAT, "split transcript")
         sp = meta["split"]
         split = SplitSpec(
             model=_spec(sp["model"]),
@@ -305,3 +297,23 @@ def _spec(value: Any) -> ModelSpec:
 
 def _prefixed(tensors: dict[str, torch.Tensor], prefix: str) -> StateDict:
     return {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+
+
+def read_transcript_files(
+    directory: str | Path, fmt: str, what: str
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """The tensors and the metadata of a transcript folder (``transcript.safetensors`` and
+    ``transcript.json``), with the metadata's ``format`` checked against ``fmt``.
+
+    Raises:
+        FileNotFoundError: a missing file (named); ConfigError: another format.
+    """
+    p = Path(directory)
+    tfile, mfile = p / "transcript.safetensors", p / "transcript.json"
+    for f in (tfile, mfile):
+        if not f.is_file():
+            raise FileNotFoundError(f"{what} file {f} is missing (looked in {p})")
+    meta = json.loads(mfile.read_text())
+    if meta.get("format") != fmt:
+        raise ConfigError.invalid("format", fmt, meta.get("format"))
+    return load_file(str(tfile)), meta

@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from trainleak.errors import ConfigError, ShapeError
 from trainleak.models.language import LanguageModel, blocks, load_language_model
 from trainleak.models.language import save_language_model as _save_lm
 from trainleak.models.split_lm import LMSplit
 from trainleak.releases.base import Release
+from trainleak.releases.split_learning import read_transcript_files
 from trainleak.validation import check_fields, param
 
 FORMAT = "trainleak.text_split_transcript/1"
@@ -156,14 +157,7 @@ class TextSplitTranscript(Release):
             FileNotFoundError: a missing file; ConfigError: an unknown format or bad fields.
         """
         p = Path(directory)
-        tfile, mfile = p / "transcript.safetensors", p / "transcript.json"
-        for f in (tfile, mfile):
-            if not f.is_file():
-                raise FileNotFoundError(f"text split transcript file {f} is missing")
-        meta = json.loads(mfile.read_text())
-        if meta.get("format") != FORMAT:
-            raise ConfigError.invalid("format", FORMAT, meta.get("format"))
-        t = load_file(str(tfile))
+        t, meta = read_transcript_files(p, FORMAT, "text split transcript")
         return cls(
             public_lm=load_language_model(p / "public_model"),
             split=LMSplit(**{k: int(v) for k, v in meta["split"].items()}),
