@@ -38,7 +38,7 @@ from trainleak.models.language import (
     token_logprobs,
 )
 from trainleak.releases.language import LanguageModelRelease
-from trainleak.scenarios.language import pool_knowledge
+from trainleak.scenarios.language import choose_step, pool_knowledge
 from trainleak.systems.language import MembershipSplit
 from trainleak.systems.language.targets import candidate_windows
 
@@ -131,9 +131,13 @@ def adra_vs_minkpp(base: LanguageModel, args: argparse.Namespace) -> dict[str, o
     rec = get_attack("adra-plus", **params)(rel, pool_knowledge(split), seed=0)
     rl_s = time.perf_counter() - t
     k = len(split.texts)
-    adra = rec.scores[:k]
-    mpp = passive["minkpp@0.2"]
     d = rec.diagnostics
+    steps = {int(s): torch.tensor(v) for s, v in d["scores_per_step"].items()}
+    chosen, _ = choose_step(
+        {s: v[k:] for s, v in steps.items()}, torch.tensor(split.calibration_is_member)
+    )
+    adra = steps[chosen][:k]
+    mpp = passive["minkpp@0.2"]
     diff = auroc_difference_interval(adra, mpp, is_mem, n_boot=1000)
     return {
         "members": n,
@@ -150,7 +154,7 @@ def adra_vs_minkpp(base: LanguageModel, args: argparse.Namespace) -> dict[str, o
         "adra_plus_auroc": auroc(adra, is_mem),
         "adra_plus_interval": auroc_interval(adra, is_mem),
         "difference_interval": diff,
-        "chosen_step": d["chosen_step"],
+        "chosen_step": chosen,
         "auroc_per_step": {
             s: auroc(torch.tensor(v[:k]), is_mem) for s, v in d["scores_per_step"].items()
         },

@@ -36,8 +36,11 @@ LAYERS: dict[str, int] = {
     "cli_assess": 10,
     "__init__": 10,
 }
-# Same-rank pairs that must not meet: simulators produce releases, attacks consume them.
-FORBIDDEN = {("attacks", "systems"), ("systems", "attacks")}
+# Pairs that must not meet whatever their ranks: simulators produce releases and attacks consume
+# them (same rank); and an attack sees only the release and the knowledge, so it never imports
+# scoring code (metrics score against ground truth; choices made by scoring, such as a step
+# budget fixed on a labelled calibration split, belong to the scenario).
+FORBIDDEN = {("attacks", "systems"), ("systems", "attacks"), ("attacks", "metrics")}
 
 
 def _top(module: str) -> str:

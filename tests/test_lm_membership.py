@@ -32,6 +32,7 @@ from trainleak.metrics.roc_bootstrap import auroc_difference_interval, auroc_int
 from trainleak.models.language import LanguageModel, TokenScores, tiny_encoder
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.language import LanguageModelRelease
+from trainleak.scenarios.language import choose_step
 from trainleak.systems.language import MembershipSplit
 
 
@@ -152,8 +153,7 @@ def test_every_passive_score_beats_chance_on_an_overfitted_target():
 
 def test_n_sampling_and_adra_run_and_choose_the_step_on_calibration():
     release, texts, labels = toy_language_release()
-    cal = [int(m) for m in labels[:6]]
-    know = Knowledge(candidate_texts=texts, candidate_labels=tuple(cal + [-1] * (len(texts) - 6)))
+    know = Knowledge(candidate_texts=texts)
     fast = {
         "steps": 2,
         "prompts_per_step": 4,
@@ -167,9 +167,12 @@ def test_n_sampling_and_adra_run_and_choose_the_step_on_calibration():
     adra = get_attack("adra-plus", **fast)(release, know, seed=1)
     d = adra.diagnostics
     assert sorted(d["scores_per_step"]) == [0, 1, 2]
-    assert set(d["calibration_auroc"]) == {0, 1, 2}
-    best = max(d["calibration_auroc"].values())
-    assert d["calibration_auroc"][d["chosen_step"]] == best
+    # the step budget is chosen by the caller on the first six (labelled) candidates only
+    per_step = {s: torch.tensor(v[:6]) for s, v in d["scores_per_step"].items()}
+    chosen, calib = choose_step(per_step, torch.tensor(labels[:6]))
+    assert set(calib) == {0, 1, 2}
+    best = max(calib.values())
+    assert calib[chosen] == best
     assert adra.scores.shape == (len(texts),) and ns.scores.shape == (len(texts),)
     assert 0 < d["generation_share"] < 1 and len(adra.trace) == 2
     # step 0 of ADRA is n-sampling with the released model
@@ -191,9 +194,6 @@ def test_language_bad_input():
         get_attack("lm-passive", max_length=32)(release, Knowledge(candidate_texts=("a b", " ")))
     with pytest.raises(MissingKnowledgeError):
         get_attack("lm-passive")(release, Knowledge())
-    with pytest.raises(ConfigError, match="candidate_labels"):
-        know = Knowledge(candidate_texts=texts, candidate_labels=(1, 0))
-        get_attack("adra", steps=1, max_length=32)(release, know)
     with pytest.raises(ConfigError, match="ngram_max"):
         get_attack("adra", ngram_min=4, ngram_max=2)
     enc = tiny_encoder(release.model.tokenizer, hidden=32)
@@ -241,3 +241,15 @@ def test_adra_with_lora_adapters_leaves_the_release_untouched():
     assert len(rec.trace) == 1 and rec.trace[0]["samples"] == 8
     after = release.model.module.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_choose_step_takes_the_best_calibration_auroc_earliest_and_needs_both_classes():
+    member = torch.tensor([True, True, False, False])
+    per_step = {
+        0: torch.tensor([0.1, 0.2, 0.3, 0.4]),  # AUROC 0
+        5: torch.tensor([0.9, 0.8, 0.1, 0.2]),  # AUROC 1
+        10: torch.tensor([0.7, 0.6, 0.1, 0.0]),  # AUROC 1, later
+    }
+    chosen, calib = choose_step(per_step, member)
+    assert chosen == 5 and calib == {0: 0.0, 5: 1.0, 10: 1.0}
+    assert choose_step(per_step, torch.tensor([True] * 4)) == (10, {})

@@ -48,9 +48,6 @@ class Knowledge:
         candidates: the records ``(x, y)`` whose membership a membership attack scores.
         candidate_texts: the texts whose membership a language-model membership attack scores
             (an unlabelled pool of members and non-members).
-        candidate_labels: per candidate text, 1 (known member), 0 (known non-member) or -1
-            (unknown): a small labelled calibration part of the pool, used only to fix
-            hyper-parameters such as an RL step budget.
         generative_prior: a decoder trained on public data of other classes (model
             inversion); see :class:`~trainleak.releases.classifier.GenerativePrior`.
     """
@@ -72,7 +69,6 @@ class Knowledge:
     shadow_bank: ShadowBank | None = None
     candidates: tuple[torch.Tensor, torch.Tensor] | None = None
     candidate_texts: tuple[str, ...] | None = None
-    candidate_labels: tuple[int, ...] | None = None
     generative_prior: GenerativePrior | None = None
 
     def require(self, names: frozenset[str] | set[str], *, who: str) -> None:

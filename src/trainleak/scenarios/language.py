@@ -3,8 +3,9 @@ from one shared pass, n-sampling, ADRA and ADRA+ on the same candidate pool, and
 against the split (the only place the labels of the test candidates are read).
 
 The pool handed to the attacks is the test candidates followed by a small calibration set whose
-labels the adversary knows (``Knowledge.candidate_labels``: -1 for every test candidate); all
-scores below are of the test candidates only.
+labels the adversary knows. The attacks never read labels: the RL attacks report their scores
+at every evaluated step, and :func:`choose_step` fixes the step budget here, on the calibration
+part only; all scores below are of the test candidates only.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 
 from trainleak.attacks import get_attack
 from trainleak.attacks.language.passive import passive_scores, score_release
+from trainleak.metrics.membership import auroc
 from trainleak.progress import Progress
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.language import LanguageModelRelease
@@ -52,9 +54,28 @@ class LMOutcome:
 
 
 def pool_knowledge(split: MembershipSplit) -> Knowledge:
-    """The adversary's pool: test candidates (unlabelled) then the labelled calibration set."""
-    labels = [-1] * len(split.texts) + [int(m) for m in split.calibration_is_member]
-    return Knowledge(candidate_texts=split.all_texts, candidate_labels=tuple(labels))
+    """The adversary's pool: test candidates then the calibration set (whose labels only
+    :func:`choose_step` reads)."""
+    return Knowledge(candidate_texts=split.all_texts)
+
+
+def choose_step(
+    per_step: Mapping[int, torch.Tensor], is_member: torch.Tensor
+) -> tuple[int, dict[int, float]]:
+    """The evaluated RL step with the best AUROC on the labelled calibration candidates
+    (earliest on ties), with the AUROC of every step; the last step, and no AUROCs, when the
+    calibration set lacks members or non-members.
+
+    Args:
+        per_step: step -> scores of the calibration candidates.
+        is_member: their labels.
+    """
+    last = max(per_step)
+    if not (bool(is_member.any()) and bool((~is_member).any())):
+        return last, {}
+    calib = {s: auroc(v, is_member) for s, v in sorted(per_step.items())}
+    best = max(calib.values())
+    return min(s for s, a in calib.items() if a >= best - 1e-12), calib
 
 
 def run_lm_membership(
@@ -87,7 +108,7 @@ def run_lm_membership(
         t3 = time.perf_counter()
         rec = get_attack(method, **attack_params)(rel, knowledge, seed=seed, progress=progress)
         seconds[method] = time.perf_counter() - t3
-        _record(out, method, rec.scores, rec.diagnostics, rec.trace, n)
+        _record(out, method, rec.diagnostics, rec.trace, split)
     return out
 
 
@@ -118,17 +139,23 @@ def _head(scores: torch.Tensor | None, n: int) -> torch.Tensor:
 def _record(
     out: LMOutcome,
     method: str,
-    scores: torch.Tensor | None,
     diag: Mapping[str, Any],
     trace: list[dict[str, float]],
-    n: int,
+    split: MembershipSplit,
 ) -> None:
-    out.scores[method] = _head(scores, n)
-    out.per_step[method] = {int(s): torch.tensor(v[:n]) for s, v in diag["scores_per_step"].items()}
-    out.calibration_auroc[method] = {int(s): float(a) for s, a in diag["calibration_auroc"].items()}
-    out.chosen_step[method] = int(diag["chosen_step"])
+    """Store an RL attack's per-step scores and its scores at the step chosen on the
+    calibration candidates (those after the ``n`` test candidates)."""
+    n = len(split.texts)
+    steps = {int(s): torch.tensor(v) for s, v in diag["scores_per_step"].items()}
+    chosen, calib = choose_step(
+        {s: v[n:] for s, v in steps.items()}, torch.tensor(split.calibration_is_member)
+    )
+    out.per_step[method] = {s: v[:n].clone() for s, v in steps.items()}
+    out.scores[method] = out.per_step[method][chosen].clone()
+    out.calibration_auroc[method] = calib
+    out.chosen_step[method] = chosen
     out.rewards[method] = [float(r["reward"]) for r in trace]
-    out.best_text[method] = list(diag["best_text"][:n])
+    out.best_text[method] = list(diag["best_text_per_step"][chosen][:n])
     out.rl_stats[method] = {
         k: float(diag[k]) for k in ("rl_samples_per_second", "generation_share", "rl_seconds")
     }

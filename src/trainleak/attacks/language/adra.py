@@ -10,10 +10,11 @@ Language Model Training Data via Active Reconstruction", arXiv 2602.19020, 2026)
 * ADRA+: the reward mixes the two maxima with a per-prompt prior p, the rank-normalised Min-K%++
   score: p * max(all) + (1 - p) * max(distractors).
 
-The policy is evaluated every ``eval_every`` steps (step 0 is n-sampling). Too many steps teach
-non-members too, so when the knowledge labels a small calibration part of the pool
-(``candidate_labels``), the step with the best calibration AUROC is used; the unlabelled
-candidates never decide it.
+The policy is evaluated every ``eval_every`` steps (step 0 is n-sampling) and every evaluated
+step's scores are reported (``diagnostics["scores_per_step"]``); the attack's own scores are the
+last step's. Too many steps teach non-members too, so the step budget is a hyper-parameter to
+fix on a labelled calibration split: that choice is evaluation, made by the caller with the
+scores per step (``trainleak.scenarios.language.choose_step``), never by the attack.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from trainleak.attacks.language.reconstruct import (
 )
 from trainleak.attacks.language.reward import contrastive_reward
 from trainleak.errors import ConfigError
-from trainleak.metrics.membership import auroc
 from trainleak.models.language import LanguageModel, LoraSettings, add_lora
 from trainleak.progress import Progress
 from trainleak.releases.knowledge import Knowledge
@@ -160,7 +160,6 @@ class ADRA(_Reconstructing):
         progress: Progress | None,
     ) -> Reconstruction:
         texts = list(knowledge.candidate_texts or ())
-        labels = _labels(knowledge, len(texts))
         prompts = make_prompts(release.model, texts, self.prefix_ratio, self.max_length)
         reward = self._reward(release, texts, prompts, generator)
         policy = self._policy(release.model)
@@ -193,12 +192,11 @@ class ADRA(_Reconstructing):
             on_step,
             progress,
         )
-        chosen, calib = _choose_step({s: self._pick(r) for s, r in evals.items()}, labels)
         return Reconstruction(
             inputs=_text_ids(texts),
-            scores=self._pick(evals[chosen]),
+            scores=self._pick(evals[max(evals)]),
             trace=trace,
-            diagnostics=_diagnostics(evals, chosen, calib, trace, self.agg),
+            diagnostics=_diagnostics(evals, trace, self.agg),
         )
 
     def _reward(
@@ -253,35 +251,8 @@ class ADRAPlus(ADRA):
     use_prior: ClassVar[bool] = True
 
 
-def _labels(knowledge: Knowledge, n: int) -> torch.Tensor | None:
-    labels = knowledge.candidate_labels
-    if labels is None:
-        return None
-    if len(labels) != n or any(v not in (-1, 0, 1) for v in labels):
-        raise ConfigError.invalid(
-            "candidate_labels", f"{n} values in {{-1, 0, 1}}", f"{len(labels)} values"
-        )
-    return torch.tensor(labels)
-
-
-def _choose_step(
-    scores: dict[int, torch.Tensor], labels: torch.Tensor | None
-) -> tuple[int, dict[int, float]]:
-    """The evaluated step with the best AUROC on the labelled calibration candidates (earliest on
-    ties); the last step when no labelled set with both classes is known."""
-    last = max(scores)
-    if labels is None or not ((labels == 1).any() and (labels == 0).any()):
-        return last, {}
-    known = labels >= 0
-    calib = {s: auroc(v[known], labels[known] == 1) for s, v in sorted(scores.items())}
-    best = max(calib.values())
-    return min(s for s, a in calib.items() if a >= best - 1e-12), calib
-
-
 def _diagnostics(
     evals: dict[int, ReconstructionScores],
-    chosen: int,
-    calib: dict[int, float],
     trace: list[dict[str, float]],
     agg: str,
 ) -> dict[str, Any]:
@@ -289,12 +260,11 @@ def _diagnostics(
     seconds = sum(r["seconds"] for r in trace)
     gen = sum(r["gen_seconds"] for r in trace)
     return {
-        "chosen_step": chosen,
-        "calibration_auroc": calib,
         "scores_per_step": {
             s: (r.best if agg == "best" else r.mean).tolist() for s, r in sorted(evals.items())
         },
-        "best_text": evals[chosen].best_text,
+        "best_text_per_step": {s: r.best_text for s, r in sorted(evals.items())},
+        "best_text": evals[max(evals)].best_text,
         "rl_samples_per_second": samples / seconds if seconds else 0.0,
         "generation_share": gen / seconds if seconds else 0.0,
         "rl_seconds": seconds,
