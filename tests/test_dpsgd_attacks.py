@@ -68,9 +68,10 @@ def test_bound_stays_below_every_attack_over_seeds_and_noise() -> None:
                 rec = MAPTrajectoryAttack(steps=3, restarts=2)(release, know)
                 errors["map"].append(_mse(rec.inputs, t))
         for name, errs in errors.items():
-            # validity over targets, on intervals: the bound must not exceed the one-sided 95%
-            # upper limit of the attack's expected error (a mean alone would hide the spread)
-            assert bound <= mean_upper_bound(errs), (sigma, name, bound, errs)
+            # the bound must stay below each attack's mean error over the targets (stricter than
+            # the one-sided 95% upper limit, which a valid bound also meets; measured at sigma 3:
+            # bound 0.052 against means 0.058-0.059, upper limits 0.067-0.068)
+            assert bound <= sum(errs) / len(errs) <= mean_upper_bound(errs), (sigma, name, errs)
         assert bound > 0 or sigma < 1.0  # non-trivial wherever the leakage is moderate
 
 
