@@ -14,7 +14,6 @@ from trainleak.attacks.informed import (
 from trainleak.attacks.informed._trajectory import TrajectoryModel
 from trainleak.bounds.dpsgd import Schedule, dpsgd_distortion_bound
 from trainleak.errors import ConfigError, MissingKnowledgeError, ReleaseTypeError
-from trainleak.metrics.intervals import mean_upper_bound
 from trainleak.releases.knowledge import Knowledge
 
 
@@ -68,10 +67,9 @@ def test_bound_stays_below_every_attack_over_seeds_and_noise() -> None:
                 rec = MAPTrajectoryAttack(steps=3, restarts=2)(release, know)
                 errors["map"].append(_mse(rec.inputs, t))
         for name, errs in errors.items():
-            # the bound must stay below each attack's mean error over the targets (stricter than
-            # the one-sided 95% upper limit, which a valid bound also meets; measured at sigma 3:
-            # bound 0.052 against means 0.058-0.059, upper limits 0.067-0.068)
-            assert bound <= sum(errs) / len(errs) <= mean_upper_bound(errs), (sigma, name, errs)
+            # the bound must stay below each attack's mean error over the targets (measured at
+            # sigma 3: bound 0.052 against means 0.058-0.059)
+            assert bound <= sum(errs) / len(errs), (sigma, name, bound, errs)
         assert bound > 0 or sigma < 1.0  # non-trivial wherever the leakage is moderate
 
 
