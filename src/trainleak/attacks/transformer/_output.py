@@ -1,4 +1,5 @@
-"""Packing recovered token sequences into a :class:`Reconstruction`."""
+"""Packing recovered token sequences into a :class:`Reconstruction`, and the batch size an
+attack reads from the release or the knowledge."""
 
 from __future__ import annotations
 
@@ -7,6 +8,23 @@ from typing import Any
 import torch
 
 from trainleak.attacks.base import Reconstruction
+from trainleak.errors import ConfigError
+from trainleak.releases.knowledge import Knowledge
+from trainleak.releases.transformer_update import TransformerUpdate
+
+
+def batch_size(release: TransformerUpdate, knowledge: Knowledge) -> int:
+    """The number of sequences in the update: the release's, else the declared ``n_records``.
+
+    Raises:
+        ConfigError: when neither says.
+    """
+    batch = release.batch_size or knowledge.n_records
+    if batch is None:
+        raise ConfigError.invalid(
+            "release.batch_size", "the batch size (or Knowledge(n_records=...))", None
+        )
+    return batch
 
 
 def pack(

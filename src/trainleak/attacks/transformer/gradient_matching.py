@@ -23,8 +23,7 @@ from typing import ClassVar
 import torch
 
 from trainleak.attacks.base import Attack, Reconstruction, register_attack
-from trainleak.attacks.transformer._output import pack
-from trainleak.errors import ConfigError
+from trainleak.attacks.transformer._output import batch_size, pack
 from trainleak.progress import Progress
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.transformer_update import TransformerUpdate, end_token
@@ -59,11 +58,7 @@ class GradientMatching(Attack[TransformerUpdate]):
         generator: torch.Generator,
         progress: Progress | None,
     ) -> Reconstruction:
-        batch = release.batch_size or knowledge.n_records
-        if batch is None:
-            raise ConfigError.invalid(
-                "release.batch_size", "the batch size (or Knowledge(n_records=...))", None
-            )
+        batch = batch_size(release, knowledge)
         module = copy.deepcopy(release.model.module).double().eval()
         module.set_attn_implementation("eager")  # type: ignore[operator]  # double backward
         names = [k for k, p in module.named_parameters() if k in release.update and p.requires_grad]

@@ -22,7 +22,7 @@ from typing import ClassVar, Literal
 import torch
 
 from trainleak.attacks.base import Attack, Reconstruction, register_attack
-from trainleak.attacks.transformer._output import pack
+from trainleak.attacks.transformer._output import batch_size, pack
 from trainleak.attacks.transformer._spans import RankRule, build_spans
 from trainleak.attacks.transformer._tiger_search import (
     Continuous,
@@ -107,11 +107,7 @@ class Tiger(Attack[TransformerUpdate]):
         generator: torch.Generator,
         progress: Progress | None,
     ) -> Reconstruction:
-        batch = release.batch_size or knowledge.n_records
-        if batch is None:
-            raise ConfigError.invalid(
-                "release.batch_size", "the batch size (or Knowledge(n_records=...))", None
-            )
+        batch = batch_size(release, knowledge)
         spans = build_spans(release, rank=self.rank, tol=self.tol, exact=self.exact)
         k = min(self.candidates or 2 * batch + 2, int(spans.table.shape[1]))
         cands = spans.table.topk(k, dim=1, largest=False).indices  # (n, K)
