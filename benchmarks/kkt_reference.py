@@ -67,6 +67,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "new default, gate 10": {"relu_alpha": 10.0},
     "new default, gate 40": {"relu_alpha": 40.0},
     "new default, multiplier lr 1e-4": {"lr_lambda": 1e-4},
+    "new default, cosine lr": {"lr_schedule": "cosine"},
+    "new default, lr 0.03": {"lr_x": 0.03},
+    "new default, lr 0.03, cosine lr": {"lr_x": 0.03, "lr_schedule": "cosine"},
+    "new default, multiplier lr 0.1, cosine lr": {"lr_lambda": 0.1, "lr_schedule": "cosine"},
     "reference settings": REF,
     "ref, fitted multiplier scale": REF | {"multiplier_scale": "fit"},
     "ref, relative residual": REF | {"residual": "relative"},
@@ -76,6 +80,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "ref, multiplier lr 0.01": REF | {"lr_lambda": 0.01},
     "ref, adam lr 0.01": REF | {"optimizer": "adam", "lr_x": 0.01},
     "ref, no momentum": REF | {"momentum": 0.0},
+    "ref, cosine lr": REF | {"lr_schedule": "cosine"},
 }
 CHECKPOINTS = {
     "mnist": {"pool": "evaluation", "init_scale": 0.001, "train_steps": 30000},
@@ -119,7 +124,11 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     for name in args.configs or list(CONFIGS):
         hp = CONFIGS[name]
         attack = KKTReconstruction(
-            n_candidates=args.candidates, steps=args.steps, log_every=args.steps, **hp
+            n_candidates=args.candidates,
+            steps=args.steps,
+            log_every=args.steps,
+            device=args.device,
+            **hp,
         )
         start = time.perf_counter()
         rec = attack(ckpt, task.knowledge(), seed=0)
@@ -136,6 +145,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             "specific": s.specific,
             "kkt_residual": rec.diagnostics["kkt_loss_final"],
             "seconds": time.perf_counter() - start,
+            "device": args.device,
         }
         print(json.dumps(row), flush=True)
         rows.append(row)
@@ -151,7 +161,8 @@ def markdown(rec: dict[str, Any]) -> str:
         "(100 MNIST odd/even images, 784-1000-1, init 0.001, 30,000 GD steps); `digits` is the "
         "default demo of `trainleak run kkt-reconstruction` (100 images, 64-1000-1, init 0.03, "
         "20,000 GD steps). Scores: SSIM after NCC matching and specificity, as in the "
-        "experiment. Wall seconds on a shared two-core machine (load varies between rows). "
+        "experiment. Wall seconds per row on the device named in its row (`cpu`: a shared "
+        "two-core machine, load varies between rows; `cuda`: one H200 GPU). "
         "`new default` (the attack's and the experiment's defaults since issue 11) has the "
         "settings of `former default, gate 19.2`.",
         "",
@@ -181,16 +192,18 @@ def markdown(rec: dict[str, Any]) -> str:
             f"Command: `python benchmarks/kkt_reference.py --dataset {dataset} --candidates "
             f"{cands} --steps {steps}`",
             "",
-            "| settings | SSIM>=0.4 | SSIM>=0.6 | median SSIM | specific | KKT residual | s |",
-            "|---|---|---|---|---|---|---|",
+            "| settings | SSIM>=0.4 | SSIM>=0.6 | median SSIM | specific | KKT residual | s "
+            "| device |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         lines += [
             f"| {r['config']}{' *' if r.get('source') else ''} | {r['ssim_04']} | "
             f"{r['ssim_06']} | {r['median_ssim']:.3f} | "
-            f"{r['specific']} | {r['kkt_residual']:.3g} | {r['seconds']:.0f} |"
+            f"{r['specific']} | {r['kkt_residual']:.3g} | {r['seconds']:.0f} | "
+            f"{r.get('device', 'cpu')} |"
             for r in rows
         ]
-        lines.append("")
+        lines += ["", *verdict(rows), ""]
     lines += ["Settings of each row: see `settings` in kkt_reference.json."]
     if any(r.get("source") for r in rec["rows"]):
         lines.append(
@@ -201,6 +214,26 @@ def markdown(rec: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def verdict(rows: list[dict[str, Any]]) -> list[str]:
+    """Default against the reference settings on the same rows (newest row of each setting)."""
+    last = {r["config"]: r for r in rows}
+    ref, new = last.get("reference settings"), last.get("new default")
+    if ref is None or new is None:
+        return []
+    best = max(
+        (r for r in last.values() if r["config"] != "reference settings"),
+        key=lambda r: (r["ssim_04"], r["ssim_06"]),
+    )
+    at_least = new["ssim_04"] >= ref["ssim_04"] and new["ssim_06"] >= ref["ssim_06"]
+    return [
+        f"Default against reference settings (SSIM>=0.4 / >=0.6 / specific): "
+        f"{new['ssim_04']} / {new['ssim_06']} / {new['specific']} against "
+        f"{ref['ssim_04']} / {ref['ssim_06']} / {ref['specific']}: default at least as strong "
+        f"on both SSIM counts: **{'yes' if at_least else 'NO'}**. Most images at SSIM>=0.4: "
+        f"`{best['config']}` ({best['ssim_04']} / {best['ssim_06']} / {best['specific']})."
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", choices=list(CHECKPOINTS), default="mnist")
@@ -209,17 +242,18 @@ def main() -> None:
     ap.add_argument("--configs", nargs="*", choices=list(CONFIGS))
     ap.add_argument("--cache", type=Path, default=Path("/tmp/trainleak_kkt_reference"))
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--device", default="cpu", help="torch device of the attack (cpu, cuda)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     rows = run(args)
     path = OUT / "kkt_reference.json"
     rec = json.loads(path.read_text()) if path.is_file() else {"rows": []}
-    done = {(r["dataset"], r["candidates"], r["steps"], r["config"]) for r in rows}
-    rec["rows"] = [
-        r
-        for r in rec["rows"]
-        if (r["dataset"], r["candidates"], r["steps"], r["config"]) not in done
-    ] + rows
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (r["dataset"], r["candidates"], r["steps"], r["config"], r.get("device", "cpu"))
+
+    done = {key(r) for r in rows}
+    rec["rows"] = [r for r in rec["rows"] if key(r) not in done] + rows
     rec["machine"] = {"python": platform.python_version(), "torch": torch.__version__}
     OUT.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rec, indent=1))

@@ -7,7 +7,7 @@ smooth gate sigmoid(alpha * z) instead, while the forward value stays relu(z).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -62,6 +62,14 @@ class ReleasedMLP:
             first_bias=None if bias is None else bias.detach().clone(),
             input_dim=weights[0].shape[1],
             out_dim=weights[-1].shape[0],
+        )
+
+    def to(self, device: torch.device) -> ReleasedMLP:
+        """The same network with its tensors on ``device``."""
+        return replace(
+            self,
+            weights=[w.to(device) for w in self.weights],
+            first_bias=None if self.first_bias is None else self.first_bias.to(device),
         )
 
     def parameters(self) -> list[torch.Tensor]:

@@ -47,6 +47,7 @@ from trainleak.validation import param
 Optimizer = Literal["sgd", "adam"]
 MultiplierScale = Literal["fit", "mean"]
 Residual = Literal["relative", "absolute"]
+Schedule = Literal["constant", "cosine"]
 
 
 @register_attack
@@ -108,6 +109,8 @@ class KKTReconstruction(Attack[Checkpoint]):
     target: Literal["auto", "l2", "spectral", "spectral_psd", "linf"] = param(
         "auto", choices=("auto", *TARGETS)
     )
+    lr_schedule: Schedule = param("constant", choices=Schedule)
+    device: str = param("cpu", choices=("cpu", "cuda"))
     log_every: int = param(100, gt=0)
 
     def resolve_target(self, release: Checkpoint) -> str:
@@ -131,15 +134,15 @@ class KKTReconstruction(Attack[Checkpoint]):
         generator: torch.Generator,
         progress: Progress | None,
     ) -> Reconstruction:
-        net = ReleasedMLP.from_checkpoint(release)
+        net = ReleasedMLP.from_checkpoint(release).to(torch.device(self.device))
         target = self.resolve_target(release)
         problem = KKTProblem(net, self, target, knowledge.value_range, generator)
         trace = problem.optimise(progress)
-        x = problem.candidates().reshape(self.n_candidates, *tuple(knowledge.input_shape or ()))
+        x = problem.candidates().cpu()
         return Reconstruction(
-            inputs=x,
-            labels=problem.labels,
-            scores=problem.lam_eff().detach().sum(1),
+            inputs=x.reshape(self.n_candidates, *tuple(knowledge.input_shape or ())),
+            labels=problem.labels.cpu(),
+            scores=problem.lam_eff().detach().sum(1).cpu(),
             diagnostics={
                 "kkt_loss_initial": trace[0]["kkt"] if trace else float("nan"),
                 "kkt_loss_final": trace[-1]["kkt"] if trace else float("nan"),
@@ -169,26 +172,28 @@ class KKTProblem:
         fixed_labels: torch.Tensor | None = None,
     ) -> None:
         self.net, self.hp = net, hp
+        dev = net.weights[0].device
         self.theta = [p.requires_grad_(True) for p in net.parameters()]
         self.target = make_target(target, self.theta)
         lo, hi = value_range or (-1.0, 1.0)
         self.lo, self.hi = float(lo), float(hi)
         c = net.out_dim
         if fixed_x is not None:
-            self.x = fixed_x.detach().flatten(1).clone()
+            self.x = fixed_x.detach().flatten(1).clone().to(dev)
             m = self.x.shape[0]
-            self.labels = fixed_labels if fixed_labels is not None else torch.arange(m) % 2
+            labels = fixed_labels if fixed_labels is not None else torch.arange(m) % 2
+            self.labels = labels.to(dev)
         else:
             m = hp.n_candidates
-            self.labels = torch.arange(m) % (2 if c == 1 else c)
-            self.x = torch.randn(m, net.input_dim, generator=generator) * hp.init_std
+            self.labels = (torch.arange(m) % (2 if c == 1 else c)).to(dev)
+            self.x = (torch.randn(m, net.input_dim, generator=generator) * hp.init_std).to(dev)
             self.x.requires_grad_()
         self.free = [] if fixed_x is not None else [self.x]
         n_mult = 1 if c == 1 else c
-        self.mask = torch.ones(m, n_mult)
+        self.mask = torch.ones(m, n_mult, device=dev)
         if c > 1:
             self.mask[torch.arange(m), self.labels] = 0.0
-        self.lam = torch.rand(m, n_mult, generator=generator).requires_grad_()
+        self.lam = torch.rand(m, n_mult, generator=generator).to(dev).requires_grad_()
         self.lambda_scale = 1.0
         if hp.multiplier_scale == "fit":
             self.lambda_scale = self._fit_lambda_scale()
@@ -245,6 +250,11 @@ class KKTProblem:
             opt = torch.optim.SGD(groups, momentum=hp.momentum)
         else:
             opt = torch.optim.Adam(groups)
+        sched = (
+            torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(hp.steps, 1))
+            if hp.lr_schedule == "cosine"
+            else None
+        )
         variables = [*self.free, self.lam, *self.target.parameters()]
         trace: list[dict[str, float]] = []
         for step in range(hp.steps + 1):
@@ -257,4 +267,6 @@ class KKTProblem:
             opt.zero_grad(set_to_none=True)
             total.backward(inputs=variables)
             opt.step()
+            if sched is not None:
+                sched.step()
         return trace

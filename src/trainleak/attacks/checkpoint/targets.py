@@ -92,8 +92,10 @@ class SpectralTarget:
             k = int((s >= (1 - tol) * s[0]).sum()) if psd else s.shape[0]
             self.bases.append((u[:, :k].to(t.dtype), vh[:k].to(t.dtype)))
             if psd:
-                self.factors.append(torch.eye(k, dtype=t.dtype).requires_grad_())
-        self.mu_logits = torch.zeros(len(self.theta), requires_grad=True)
+                self.factors.append(torch.eye(k, dtype=t.dtype, device=t.device).requires_grad_())
+        self.mu_logits = torch.zeros(
+            len(self.theta), device=self.theta[0].device, requires_grad=True
+        )
 
     def parameters(self) -> list[torch.Tensor]:
         return [self.mu_logits, *self.factors]
