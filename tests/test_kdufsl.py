@@ -13,6 +13,7 @@ from release_fixtures import tiny_split
 from trainleak.bounds.split_learning import smashed_dp_epsilon
 from trainleak.defenses.split_learning import (
     KDUFSL,
+    all_finite,
     centroid_replace,
     clip_and_noise,
     k_anonymity,
@@ -100,6 +101,16 @@ def test_fast_mdav_gives_the_reference_groups(seed: int, n: int, k: int) -> None
     assert gap > 1e-5  # the premise: no decision is a near-tie
     assert mdav(x.double(), k).tolist() == ref.tolist()
     assert mdav(x, k).tolist() == ref.tolist()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_defense_refuses_each_kind_of_non_finite_smashed_data(bad: float) -> None:
+    x = torch.randn(12, 2, 3, 3, generator=torch.Generator().manual_seed(1))
+    assert all_finite(x) and all_finite(torch.empty(0, 3))
+    x[7, 1, 2, 0] = bad
+    assert not all_finite(x)
+    with pytest.raises(ConfigError, match="smashed.*finite"):
+        KDUFSL(SmashedDefenseSpec(k=3)).transmit(x, torch.Generator())
 
 
 def test_k_larger_than_the_batch_is_refused() -> None:
