@@ -13,6 +13,7 @@ from release_fixtures import tiny_split
 from trainleak.bounds.split_learning import smashed_dp_epsilon
 from trainleak.defenses.split_learning import (
     KDUFSL,
+    all_finite,
     centroid_replace,
     clip_and_noise,
     k_anonymity,
@@ -46,6 +47,70 @@ def test_mdav_follows_the_algorithm_on_a_line() -> None:
     x = torch.arange(9.0).reshape(9, 1)
     groups = mdav(x, 3)
     assert groups.tolist() == [0, 0, 0, 2, 2, 2, 1, 1, 1]
+
+
+def _reference_mdav(x: np.ndarray, k: int) -> tuple[np.ndarray, float]:
+    """MDAV as Domingo-Ferrer and Mateo-Sanz (2002) state it, every distance computed
+    directly from the records (float64), the centroid recomputed at each step. Also returns
+    the smallest relative gap met at a decision (a farthest record against the runner-up, a
+    k-th nearest against the next), so a test can verify it has no near-ties."""
+    x = x.astype(np.float64)
+    groups = np.full(len(x), -1)
+    alive = np.arange(len(x))
+    gaps: list[float] = []
+
+    def dist(p: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return np.asarray(((x[idx] - p) ** 2).sum(1))
+
+    def farthest(p: np.ndarray, idx: np.ndarray) -> int:
+        dd = np.sort(dist(p, idx))
+        gaps.append((dd[-1] - dd[-2]) / dd[-1])
+        return int(idx[int(np.argmax(dist(p, idx)))])
+
+    def group_around(c: int, gid: int) -> None:
+        nonlocal alive
+        dd = dist(x[c], alive)
+        order = np.argsort(dd, kind="stable")
+        if len(order) > k:
+            gaps.append((dd[order[k]] - dd[order[k - 1]]) / max(dd[order[k]], 1e-300))
+        groups[alive[order[:k]]] = gid
+        alive = alive[np.sort(order[k:])]
+
+    gid = 0
+    while len(alive) >= 3 * k:
+        r = farthest(x[alive].mean(0), alive)
+        s = farthest(x[r], alive)
+        group_around(r, gid)
+        group_around(s, gid + 1)
+        gid += 2
+    if len(alive) >= 2 * k:
+        group_around(farthest(x[alive].mean(0), alive), gid)
+        gid += 1
+    groups[alive] = gid
+    return groups, min(gaps, default=1.0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(("n", "k"), [(256, 2), (256, 4), (256, 8), (61, 3), (40, 8)])
+def test_fast_mdav_gives_the_reference_groups(seed: int, n: int, k: int) -> None:
+    """The Gram-matrix MDAV forms exactly the groups of the direct implementation, on
+    smashed-like (ReLU, partly zero) random records in float32 and float64 (no near-ties)."""
+    g = torch.Generator().manual_seed(1000 * seed + n + k)
+    x = torch.relu(torch.randn(n, 48, generator=g) + 0.3 * torch.randn(n, 1, generator=g))
+    ref, gap = _reference_mdav(x.double().numpy(), k)
+    assert gap > 1e-5  # the premise: no decision is a near-tie
+    assert mdav(x.double(), k).tolist() == ref.tolist()
+    assert mdav(x, k).tolist() == ref.tolist()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_defense_refuses_each_kind_of_non_finite_smashed_data(bad: float) -> None:
+    x = torch.randn(12, 2, 3, 3, generator=torch.Generator().manual_seed(1))
+    assert all_finite(x) and all_finite(torch.empty(0, 3))
+    x[7, 1, 2, 0] = bad
+    assert not all_finite(x)
+    with pytest.raises(ConfigError, match="smashed.*finite"):
+        KDUFSL(SmashedDefenseSpec(k=3)).transmit(x, torch.Generator())
 
 
 def test_k_larger_than_the_batch_is_refused() -> None:

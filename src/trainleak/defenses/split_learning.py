@@ -45,17 +45,26 @@ def mdav(x: torch.Tensor, k: int) -> torch.Tensor:
     """MDAV microaggregation: a group id for each row of ``x``, every group of size >= k.
 
     While at least ``3k`` records remain: ``r`` = the record farthest from the centroid of
-    the remaining ones, group it with its ``k - 1`` nearest; ``s`` = the record farthest from
-    ``r``, group it likewise. With ``2k .. 3k - 1`` left, one group around the farthest
-    record and the rest as a second group; with fewer, one group. Cost ``O(n^2 d)`` for the
-    distance matrix plus ``O(n^2 / k)`` for the selection.
+    the remaining ones, ``s`` = the record farthest from ``r``; ``r`` and its ``k - 1``
+    nearest remaining records form a group, then ``s`` and its ``k - 1`` nearest of those
+    still left. With ``2k .. 3k - 1`` left, one group around the record farthest from the
+    centroid and the rest as a second group; with fewer, one group (Domingo-Ferrer and
+    Mateo-Sanz 2002, section 5; ties go to the lowest index).
+
+    One Gram matrix of the batch (centred first, so that float32 distances keep their
+    precision) gives every squared distance up front; the distance of record ``i`` to the
+    centroid of the remaining set ``A`` enters only through ``sum_{j in A} d(i, j) =
+    |A| ||x_i - c_A||^2 + const``, so it is kept as a row sum and updated by subtracting the
+    rows of each new group. Each step is then a few vector operations on precomputed rows:
+    cost ``O(n^2 d)`` for the Gram matrix plus ``O(n^2 / k)`` for the selection. The grouping
+    carries no gradient (the indices are computed on detached data).
 
     Args:
         x: ``(n, ...)`` records (flattened internally).
         k: the minimum group size, ``1 <= k <= n``.
 
     Returns:
-        ``(n,)`` int64 group ids ``0 .. G-1``.
+        ``(n,)`` int64 group ids ``0 .. G-1`` (on the CPU).
 
     Raises:
         ConfigError: ``k`` below 1 or larger than the batch.
@@ -64,33 +73,51 @@ def mdav(x: torch.Tensor, k: int) -> torch.Tensor:
     _check_k(n, k)
     if k == 1:
         return torch.arange(n)
-    flat = x.detach().reshape(n, -1).double().cpu().numpy()
-    gram = flat @ flat.T
-    sq = gram.diagonal().copy()
-    d = sq[:, None] + sq[None, :] - 2.0 * gram  # squared distances
-    groups = np.full(n, -1, dtype=np.int64)
-    alive = np.ones(n, dtype=bool)
-    # <x_i, sum of alive records>: distances to the centroid without touching the features
-    dots, left, gid = gram.sum(1), n, 0
-
-    def farthest_from_centroid() -> int:
-        return int(np.where(alive, sq - (2.0 / left) * dots, -np.inf).argmax())
-
-    def take(centre: int) -> None:
-        nonlocal dots, left, gid
-        members = np.argpartition(np.where(alive, d[centre], np.inf), k - 1)[:k]
-        groups[members], alive[members] = gid, False
-        dots, left, gid = dots - gram[:, members].sum(1), left - k, gid + 1
-
-    while left >= 3 * k:
-        r = farthest_from_centroid()
-        s = int(np.where(alive, d[r], -np.inf).argmax())
-        take(r)
-        take(s)
-    if left >= 2 * k:
-        take(farthest_from_centroid())
-    groups[alive] = gid
+    d = _squared_distances(x.detach().reshape(n, -1).cpu())
+    taken = _mdav_groups(d, k)
+    groups = np.full(n, len(taken), dtype=np.int64)  # the remainder is the last group
+    if taken:
+        groups[np.concatenate(taken)] = np.arange(len(taken)).repeat(k)
     return torch.from_numpy(groups)
+
+
+def _squared_distances(flat: torch.Tensor) -> np.ndarray:
+    """``(n, n)`` float64 squared Euclidean distances from one Gram matrix of the centred
+    rows (computed in the rows' precision, float32 or float64)."""
+    if flat.dtype not in (torch.float32, torch.float64):
+        flat = flat.float()
+    a = flat.numpy()
+    a = a - a.mean(0)
+    gram = a @ a.T
+    sq = gram.diagonal().astype(np.float64)
+    return np.asarray(sq[:, None] + sq[None, :] - 2.0 * gram, dtype=np.float64)
+
+
+def _mdav_groups(d: np.ndarray, k: int) -> list[np.ndarray]:
+    """The MDAV groups of size ``k`` in order of formation, from squared distances ``d``;
+    records in none of them form the last group. Grouped records get ``+inf`` in ``pen``
+    (so they are never nearest, and ``-pen`` keeps them from being farthest)."""
+    n = d.shape[0]
+    centre = d.sum(1)  # sum of distances to the remaining records, per record
+    pen = np.zeros(n)
+    taken: list[np.ndarray] = []
+    left, km1, inf = n, k - 1, np.inf
+    argpart = np.argpartition
+    while left >= 3 * k:
+        r = int((centre - pen).argmax())
+        row = d[r]
+        s = int((row - pen).argmax())
+        around_r = argpart(row + pen, km1)[:k]
+        pen[around_r] = inf
+        around_s = argpart(d[s] + pen, km1)[:k]
+        pen[around_s] = inf
+        taken += (around_r, around_s)
+        centre -= d[np.concatenate((around_r, around_s))].sum(0)
+        left -= 2 * k
+    if left >= 2 * k:
+        r = int((centre - pen).argmax())
+        taken.append(argpart(d[r] + pen, km1)[:k])
+    return taken
 
 
 def centroid_replace(x: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
@@ -99,7 +126,9 @@ def centroid_replace(x: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
     n = int(x.shape[0])
     flat = x.reshape(n, -1)
     n_groups = int(groups.max()) + 1
-    sums = torch.zeros(n_groups, flat.shape[1], dtype=flat.dtype).index_add(0, groups, flat)
+    groups = groups.to(flat.device)
+    sums = torch.zeros(n_groups, flat.shape[1], dtype=flat.dtype, device=flat.device)
+    sums = sums.index_add(0, groups, flat)
     counts = torch.bincount(groups, minlength=n_groups).to(flat.dtype)
     return (sums / counts[:, None])[groups].reshape(x.shape)
 
@@ -155,7 +184,7 @@ class KDUFSL:
         s = self.spec
         n = int(smashed.shape[0])
         _check_k(n, s.k)
-        if not bool(torch.isfinite(smashed).all()):
+        if not all_finite(smashed):
             raise ConfigError.invalid("smashed", "finite smashed data", "NaN or inf")
         out = smashed
         if s.where == "smashed" and s.clip is not None:
@@ -164,6 +193,14 @@ class KDUFSL:
             return Transmitted(out, torch.arange(n))
         groups = mdav(out, s.k)
         return Transmitted(centroid_replace(out, groups), groups)
+
+
+def all_finite(x: torch.Tensor) -> bool:
+    """Whether every entry of ``x`` is finite (its largest and smallest entries are: both
+    reductions propagate NaN; cheaper than an elementwise ``isfinite`` on big batches)."""
+    if x.numel() == 0:
+        return True
+    return bool(torch.isfinite(torch.stack([x.detach().amax(), x.detach().amin()])).all())
 
 
 def k_anonymity(rows: torch.Tensor) -> int:
