@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save_file
 
@@ -347,6 +347,7 @@ def _valid_bytes() -> bytes:
 
 
 @settings(max_examples=150, deadline=None)
+@example(cut=0, flips=[(64, 32)])  # renames tensor "a" to " ": loads, and must be accepted
 @given(
     cut=st.integers(min_value=0, max_value=200),
     flips=st.lists(st.tuples(st.integers(0, 199), st.integers(0, 255)), max_size=4),
@@ -365,4 +366,7 @@ def test_damaged_safetensors_only_raise_documented_errors(
             tensors = read_tensor_file(path)
         except TrainleakError:
             return
-        assert set(tensors) <= {"a", "b"}  # a file that loads holds what its header says
+        # A flip inside a name can rename a tensor (" " for "a") and the file still loads;
+        # in-place flips cannot add header entries, so a loaded file holds at most two tensors.
+        assert len(tensors) <= 2
+        assert all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items())
