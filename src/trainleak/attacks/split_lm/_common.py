@@ -129,3 +129,31 @@ def fit_inverter(
         opt.step()
     inv.eval()
     return inv
+
+
+def inverter_logits(
+    release: TextSplitTranscript,
+    knowledge: Knowledge,
+    *,
+    adaptive: bool,
+    random_share: float,
+    steps: int,
+    lr: float,
+    batch_size: int,
+    width: int,
+    gen: torch.Generator,
+) -> tuple[SplitLM, torch.Tensor, torch.Tensor]:
+    """Train an inverter on the adversary's public text through the public bottom (obfuscated
+    by the transcript's defense algorithm when ``adaptive``) and decode every received row.
+
+    Returns:
+        The public bottom, the ``(n, L, V)`` token logits of the received rows, and the number
+        of real training positions.
+    """
+    model = public_bottom(release)
+    ids = public_ids(knowledge, release)
+    pairs = training_pairs(model, ids, release.defense, adaptive, gen, random_share)
+    inv = fit_inverter(pairs, embedding_table(release), steps, lr, batch_size, width, gen)
+    with torch.no_grad():
+        logits = inv(release.smashed)
+    return model, logits, pairs[2].sum()

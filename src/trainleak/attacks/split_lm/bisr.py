@@ -21,13 +21,7 @@ from typing import ClassVar
 import torch
 
 from trainleak.attacks.base import Attack, Reconstruction, register_attack
-from trainleak.attacks.split_lm._common import (
-    embedding_table,
-    fit_inverter,
-    public_bottom,
-    public_ids,
-    training_pairs,
-)
+from trainleak.attacks.split_lm._common import inverter_logits
 from trainleak.models.split_lm import SplitLM
 from trainleak.progress import Progress
 from trainleak.releases.knowledge import Knowledge
@@ -66,18 +60,20 @@ class BiSRRefinement(Attack[TextSplitTranscript]):
         generator: torch.Generator,
         progress: Progress | None,
     ) -> Reconstruction:
-        model = public_bottom(release)
-        ids = public_ids(knowledge, release)
-        pairs = training_pairs(
-            model, ids, release.defense, self.adaptive, generator, self.random_share
+        model, logits, _ = inverter_logits(
+            release,
+            knowledge,
+            adaptive=self.adaptive,
+            random_share=self.random_share,
+            steps=self.inverter_steps,
+            lr=self.lr,
+            batch_size=self.batch_size,
+            width=self.width,
+            gen=generator,
         )
-        table = embedding_table(release)
-        inv = fit_inverter(
-            pairs, table, self.inverter_steps, self.lr, self.batch_size, self.width, generator
-        )
+        n_vocab = logits.shape[-1]
         with torch.no_grad():
-            logits = inv(release.smashed)
-            tokens, dist = _greedy_match(model, release, logits, min(self.top_k, table.shape[0]))
+            tokens, dist = _greedy_match(model, release, logits, min(self.top_k, n_vocab))
         changed = float((tokens != logits.argmax(-1))[release.mask.bool()].float().mean())
         return Reconstruction(
             inputs=tokens,

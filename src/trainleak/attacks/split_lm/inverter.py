@@ -18,13 +18,7 @@ from typing import ClassVar
 import torch
 
 from trainleak.attacks.base import Attack, Reconstruction, register_attack
-from trainleak.attacks.split_lm._common import (
-    embedding_table,
-    fit_inverter,
-    public_bottom,
-    public_ids,
-    training_pairs,
-)
+from trainleak.attacks.split_lm._common import inverter_logits
 from trainleak.progress import Progress
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.split_text import TextSplitTranscript
@@ -60,28 +54,23 @@ class LearnedInverter(Attack[TextSplitTranscript]):
         generator: torch.Generator,
         progress: Progress | None,
     ) -> Reconstruction:
-        model = public_bottom(release)
-        ids = public_ids(knowledge, release)
-        pairs = training_pairs(
-            model, ids, release.defense, self.adaptive, generator, self.random_share
+        _, logits, n_train = inverter_logits(
+            release,
+            knowledge,
+            adaptive=self.adaptive,
+            random_share=self.random_share,
+            steps=self.steps,
+            lr=self.lr,
+            batch_size=self.batch_size,
+            width=self.width,
+            gen=generator,
         )
-        inv = fit_inverter(
-            pairs,
-            embedding_table(release),
-            self.steps,
-            self.lr,
-            self.batch_size,
-            self.width,
-            generator,
-        )
-        with torch.no_grad():
-            logits = inv(release.smashed)
         probs = logits.softmax(-1)
         conf, tokens = probs.max(-1)
         return Reconstruction(
             inputs=tokens,
             scores=(conf * release.mask).sum(1) / release.mask.sum(1).clamp_min(1),
-            diagnostics={"adaptive": self.adaptive, "train_tokens": int(pairs[2].sum())},
+            diagnostics={"adaptive": self.adaptive, "train_tokens": int(n_train)},
         )
 
 
