@@ -20,7 +20,8 @@ image drawn with a seed distinct from the evaluation images (see docs/decisions.
 that sweep showed). ``--render`` rewrites the Markdown table from the JSON rows.
 
 Run: ``TRAINLEAK_DATA=../shared/data nice .venv/bin/python benchmarks/inverting_gradients.py
-[--iterations 2000] [--trials 2]``; writes ``benchmarks/results/inverting_gradients.{json,md}``.
+[--iterations 2000] [--trials 2] [--device cuda]``; writes
+``benchmarks/results/inverting_gradients.{json,md}``.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ ANCHOR: dict[tuple[str, int, str], tuple[float, float, float]] = {
 }
 CELLS = list(ANCHOR) + [("cifar10", 4, "train")]
 EVAL_SEED, CALIBRATION_SEED = 1, 1000
+NO_TIMINGS = {"before": float("nan"), "current": float("nan"), "channels_last": float("nan")}
 # chosen on calibration images (see --calibrate and the results file)
 SETTINGS: dict[str, dict[str, Any]] = {
     "mnist": {"tv_weight": 0.05, "init": "uniform", "lr": 0.03},
@@ -124,7 +126,13 @@ def timings(upd: GradientUpdate, y: torch.Tensor, kn: Knowledge, n: int) -> dict
 
 
 def cell(
-    pool: Pool, batch: int, bn_mode: str, trial: int, iterations: int, cfg: dict[str, Any]
+    pool: Pool,
+    batch: int,
+    bn_mode: str,
+    trial: int,
+    iterations: int,
+    cfg: dict[str, Any],
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """One evaluation: the attack at ``iterations``, the public-mean baseline, the timings."""
     upd, x, y = release_for(pool, batch, bn_mode, EVAL_SEED + 100 * trial)
@@ -134,7 +142,7 @@ def cell(
         labels=y,
         prior=pool.public_x.float(),
     )
-    atk = InvertingGradients(iterations=iterations, log_every=iterations, **cfg)  # type: ignore[arg-type]
+    atk = InvertingGradients(iterations=iterations, log_every=iterations, device=device, **cfg)  # type: ignore[arg-type]
     start = time.process_time()
     rec = atk(upd, kn)
     cpu = (time.process_time() - start) / iterations * 1000
@@ -154,7 +162,10 @@ def cell(
         "final_loss": rec.diagnostics["final_loss"],
         "baseline_psnr": bp,
         "baseline_ssim": bs,
-        **{f"timing_{k}": v for k, v in timings(upd, y, kn, 40).items()},
+        **{
+            f"timing_{k}": v
+            for k, v in (timings(upd, y, kn, 40) if device == "cpu" else NO_TIMINGS).items()
+        },
     }
 
 
@@ -183,7 +194,8 @@ def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [
         "# Inverting Gradients on breaching's ConvNet (width 16), beside breaching",
         "",
-        f"Command: `{meta['command']}`; {meta['machine']}, torch {meta['torch']}, one thread "
+        f"Command: `{meta['command']}`; {meta['machine']}, torch {meta['torch']}, "
+        f"device {meta.get('device', 'cpu')}, one thread "
         f"(torch.set_num_threads(1)); load average at start {meta['load']}; "
         f"{meta['seconds']:.0f} s in all. Untrained ConvNet (seed 0), labels given, box [0, 1], "
         f"{meta['trials']} private batch(es) per cell; settings per data set: "
@@ -242,6 +254,7 @@ def main() -> None:
     ap.add_argument("--bn", default=None, help="only the cells with this BatchNorm mode")
     ap.add_argument("--out", default="inverting_gradients")
     ap.add_argument("--render", action="store_true", help="only rewrite the .md from the .json")
+    ap.add_argument("--device", default="cpu", help="where the attack runs (timings: cpu only)")
     ap.add_argument("--data-dir", default=None)
     args = ap.parse_args()
     if args.render:
@@ -264,14 +277,21 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for data, b, mode in cells:
         for t in range(args.trials):
-            rows.append(cell(pools[data], b, mode, t, args.iterations, SETTINGS[data]))
+            cfg = SETTINGS[data]
+            rows.append(cell(pools[data], b, mode, t, args.iterations, cfg, args.device))
             print(json.dumps(rows[-1]), flush=True)
             write(rows, args, time.time() - start)  # after every cell: partial runs are kept
 
 
 def write(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: float) -> None:
     """The JSON rows and the Markdown table under ``benchmarks/results``."""
-    options = (("init", args.init), ("lr", args.lr), ("bn", args.bn), ("out", args.out))
+    options = (
+        ("init", args.init),
+        ("lr", args.lr),
+        ("bn", args.bn),
+        ("out", args.out),
+        ("device", None if args.device == "cpu" else args.device),
+    )
     meta = {
         "command": "python benchmarks/inverting_gradients.py "
         f"--iterations {args.iterations} --trials {args.trials} --cells {args.cells}"
@@ -281,7 +301,7 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: float) 
         "load": Path("/proc/loadavg").read_text().split()[0],
         "seconds": seconds,
         "trials": args.trials,
-        "device": "cpu",
+        "device": args.device,
         "settings": SETTINGS,
     }
     OUT.mkdir(exist_ok=True)

@@ -109,3 +109,10 @@ def test_inverting_gradients_recovers_an_image_through_the_convnet() -> None:
     best_constant = float(psnr(x, torch.full_like(x, float(x.mean()))))
     got = float(psnr(x, rec.inputs))
     assert got > 20.0 > max(best_constant, float(psnr(x, start))) + 8.0
+
+
+def test_a_bad_device_name_is_a_config_error() -> None:
+    upd, _, y = small_release("eval")
+    kn = Knowledge(input_shape=SHAPE, value_range=(0.0, 1.0), labels=y)
+    with pytest.raises(ConfigError, match="device"):
+        InvertingGradients(iterations=2, device="nonsense")(upd, kn)

@@ -65,6 +65,8 @@ class InvertingGradients(FedSGDAttack):
             ``"per-tensor"`` (the mean of one cosine per parameter tensor, so the first
             layers, which carry most of the input, are not drowned by the last ones).
         channels_last: run image inputs and the model in channels-last memory layout.
+        device: where the optimisation runs (``"cpu"``, ``"cuda"``, ...); the result is
+            returned on the CPU.
         snapshot_every: keep the best restart's inputs every this many steps (0: never), for
             quality-against-iterations curves.
         log_every: steps between trace records.
@@ -91,6 +93,7 @@ class InvertingGradients(FedSGDAttack):
     init: str = param("randn", choices=("randn", "uniform", "prior-mean"))
     channels_last: bool = False
     layer_weights: str = param("joint", choices=("joint", "per-tensor"))
+    device: str = "cpu"
     snapshot_every: int = param(0, ge=0)
     log_every: int = param(50, ge=1)
 
@@ -102,9 +105,14 @@ class InvertingGradients(FedSGDAttack):
         progress: Progress | None,
     ) -> Reconstruction:
         require_fedsgd(release, type(self).__name__)
-        model = release_model(release)
+        try:
+            dev = torch.device(self.device)
+        except RuntimeError:
+            raise ConfigError.invalid("device", "a torch device name", self.device) from None
+        model = release_model(release).to(dev)
         b = batch_size_of(release, knowledge)
         labels = knowledge.labels if knowledge.labels is not None else recover_labels(release, b)
+        labels = labels.to(dev)
         best: _Trial | None = None
         for r in range(self.restarts):
             trial = self._trial(model, release, knowledge, labels, generator, progress, r)
@@ -113,8 +121,8 @@ class InvertingGradients(FedSGDAttack):
         if best is None:
             raise RuntimeError("internal invariant violated: best is not None")
         return Reconstruction(
-            inputs=best.x,
-            labels=labels.clone(),
+            inputs=best.x.cpu(),
+            labels=labels.cpu().clone(),
             diagnostics={"final_loss": best.loss, "snapshots": best.snapshots},
             trace=best.trace,
         )
@@ -133,6 +141,7 @@ class InvertingGradients(FedSGDAttack):
         objective = _CosineObjective(model, release, labels, self.layer_weights == "per-tensor")
         lo, hi = knowledge.value_range or (float("-inf"), float("inf"))
         x = self._start(len(labels), shape, objective.dtype, knowledge, generator)
+        x = x.to(labels.device)
         if self.channels_last and x.ndim == 4:
             model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
             x = x.contiguous(memory_format=torch.channels_last)
@@ -154,7 +163,7 @@ class InvertingGradients(FedSGDAttack):
                 out.trace.append({"step": float(it), "loss": out.loss, "restart": float(restart)})
                 report_every(progress, self.name, it + 1, n, self.log_every)
             if self.snapshot_every and (it + 1) % self.snapshot_every == 0:
-                out.snapshots.append((it + 1, x.detach().contiguous().clone()))
+                out.snapshots.append((it + 1, x.detach().contiguous().cpu().clone()))
         out.x = x.detach().contiguous()
         return out
 
@@ -191,7 +200,8 @@ class _CosineObjective:
         per_tensor: bool = False,
     ):
         self.model, self.labels, self.per_tensor = model, labels, per_tensor
-        self.target = [release.update[k].detach() for k, _ in model.named_parameters()]
+        dev = labels.device
+        self.target = [release.update[k].detach().to(dev) for k, _ in model.named_parameters()]
         self.dtype = self.target[0].dtype
         norms = torch.stack([torch.sqrt((t * t).sum()) for t in self.target])
         self.target_norms = norms.clamp_min(1e-30)
