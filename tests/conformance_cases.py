@@ -108,7 +108,14 @@ CASES: dict[str, Callable[[], ConformanceCase]] = {
     "inverting-gradients": _case(
         lambda: tiny_honest_update(batch=1),
         {"iterations": 5},
-        [{"iterations": 0}, {"restarts": 0}, {"tv_weight": -1.0}],
+        [
+            {"iterations": 0},
+            {"restarts": 0},
+            {"tv_weight": -1.0},
+            {"schedule": "linear"},
+            {"init": "zeros"},
+            {"layer_weights": "first"},
+        ],
     ),
     "erasure-decoding-active": _case(
         tiny_malicious_update, {}, [{"rtol": 0.0}, {"max_rounds": 0}, {"max_multiplicity": 0}]

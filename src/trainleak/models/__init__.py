@@ -2,6 +2,7 @@
 functional autograd over them (:mod:`trainleak.models.functional`)."""
 
 from trainleak.models.convnet import ConvNet
+from trainleak.models.convnet_bn import ConvNetBN
 from trainleak.models.gaussian import GaussianMLP
 from trainleak.models.lenet import LeNet
 from trainleak.models.mlp import MLP, HomogeneousMLP
@@ -17,6 +18,7 @@ __all__ = [
     "StateDict",
     "load_state_dict",
     "ConvNet",
+    "ConvNetBN",
     "GaussianMLP",
     "LeNet",
     "ResNet",
