@@ -49,7 +49,12 @@ def run_key(
         h.update(str((tuple(t.shape), t.dtype)).encode())
         h.update(t.contiguous().numpy().tobytes())
     meta: tuple[object, ...] = (
-        num_classes, spec.kind, sorted(spec.kwargs.items()), config, seed, value_range
+        num_classes,
+        spec.kind,
+        sorted(spec.kwargs.items()),
+        config,
+        seed,
+        value_range,
     )
     if torch.device(device).type != "cpu":
         meta = (*meta, torch.device(device).type)

@@ -86,8 +86,7 @@ def set_accuracies(
     """Test accuracy of each of ``protocol.models`` fresh networks trained on the release
     (network ``m`` has seed ``seed + m``)."""
     return [
-        accuracy(_train(release, spec, protocol, seed + m), *test)
-        for m in range(protocol.models)
+        accuracy(_train(release, spec, protocol, seed + m), *test) for m in range(protocol.models)
     ]
 
 
