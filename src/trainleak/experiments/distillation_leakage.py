@@ -407,6 +407,9 @@ _NOTES = (
     "there are fewer than 1000 negatives. Recovery: best SSIM (8x8 images upsampled to 16x16) "
     "of each initialisation image over the released images. Utility: test accuracy (auxiliary "
     "plus held-out records) of fresh networks trained on the set, beside random real subsets "
-    "of the same size and all of D. [inferred]: the whole IRA pipeline, the fingerprint "
+    "of the same size (trained the same way: steps, learning rate, batch, augmentation; MTT's "
+    "learned rate is part of its release) and all of D; the claim decides every setting "
+    "(algorithm x architecture x ipc, real-initialised) by a one-sided 95% Welch bound on the "
+    "gain. [inferred]: the whole IRA pipeline, the fingerprint "
     "features, the DM loss normalisation, the small-scale algorithm settings."
 )

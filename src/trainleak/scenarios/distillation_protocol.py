@@ -18,10 +18,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from statistics import mean, stdev
+from statistics import mean
 from typing import Any
 
+import numpy as np
 from scipy import stats
 
 from trainleak.metrics.intervals import difference_lower_bound
@@ -54,6 +56,15 @@ class SettingCheck:
     random: tuple[float, ...]
     lr: tuple[float | None, ...]
     seconds: float
+
+    def summary(self) -> dict[str, Any]:
+        """:func:`setting_summary` plus every accuracy, the learned rates and the time."""
+        return setting_summary(list(self.distilled), list(self.random)) | {
+            "seconds": self.seconds,
+            "learned_lr": list(self.lr),
+            "distilled_accs": list(self.distilled),
+            "random_accs": list(self.random),
+        }
 
 
 def check_setting(
@@ -91,6 +102,24 @@ def check_setting(
     )
 
 
+def check_settings(
+    task: Task,
+    spec: ModelSpec,
+    protocol: EvalProtocol,
+    ipcs: Sequence[int],
+    scale: float,
+    seeds: int,
+    draws: int,
+) -> Iterator[SettingCheck]:
+    """:func:`check_setting` for DC (DSA with ``protocol.augment``), DM and MTT at each ipc,
+    real-initialised, iterations scaled by ``scale``, on ``protocol.device``; one at a time."""
+    for ipc in ipcs:
+        for config in protocol_configs(ipc, scale, protocol.augment):
+            yield check_setting(
+                task, spec, config, protocol, seeds=seeds, draws=draws, device=protocol.device
+            )
+
+
 def full_accuracy(task: Task, spec: ModelSpec, protocol: EvalProtocol) -> float:
     """Test accuracy of one network trained on all of ``task.private`` (the upper reference)."""
     return accuracy(train_on(*task.private, spec, protocol, seed=0), *task.holdout)
@@ -109,8 +138,9 @@ def _interval(values: list[float]) -> list[float] | None:
     """Two-sided 95% Student-t interval of the mean (``None`` for fewer than two values)."""
     if len(values) < 2:
         return None
-    half = float(stats.t.ppf(0.975, len(values) - 1)) * stdev(values) / math.sqrt(len(values))
-    return [mean(values) - half, mean(values) + half]
+    arr = np.asarray(values, dtype=np.float64)
+    half = float(stats.t.ppf(0.975, arr.size - 1) * arr.std(ddof=1)) / math.sqrt(arr.size)
+    return [float(arr.mean()) - half, float(arr.mean()) + half]
 
 
 def setting_summary(dist: list[float], rand: list[float]) -> dict[str, Any]:
@@ -118,9 +148,9 @@ def setting_summary(dist: list[float], rand: list[float]) -> dict[str, Any]:
     bound on the gain (the experiment's claim decides each setting by this bound)."""
     enough = len(dist) >= 2 and len(rand) >= 2
     return {
-        "distilled": mean(dist),
+        "distilled": float(mean(dist)),
         "distilled_95": _interval(dist),
-        "random": mean(rand),
+        "random": float(mean(rand)),
         "random_95": _interval(rand),
         "gain": mean(dist) - mean(rand),
         "gain_lower_95": difference_lower_bound(dist, rand, paired=False) if enough else None,
