@@ -20,20 +20,16 @@ both sides (``--no-augment`` to drop it), ``--scale`` times the default iteratio
 ``--device`` (distillation and evaluation move there; attacks stay on CPU). Results state the
 device and are rewritten after every setting, so a run cut short keeps what it finished.
 
-Writes ``benchmarks/results/distillation.json`` and ``.md``. Data: ``--data-dir`` or
-``$TRAINLEAK_DATA`` (``mnist/train-*-ubyte.gz``, ``cifar10/cifar10_batch_*.png`` +
-``cifar10_labels.txt``). Run (from the repository root):
-``TRAINLEAK_DATA=../shared/data OMP_NUM_THREADS=1 .venv/bin/python benchmarks/distillation.py``
+Writes ``benchmarks/results/distillation.json`` and ``.md`` (data: ``--data-dir`` or
+``$TRAINLEAK_DATA``). Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/distillation.py``
 (``--datasets digits`` for one data set, merged into the existing JSON; ``--digits-result
-runs/X/result.json`` summarises an existing default run of ``trainleak run
-distillation-leakage`` instead of running it again). A GPU protocol check:
-``python benchmarks/distillation.py --protocol-only --device cuda --datasets mnist,cifar10
---scale 10 --eval-steps 1000 --eval-lr 0.01``.
+runs/X/result.json`` summarises an existing default run of ``distillation-leakage``).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import tempfile
@@ -386,14 +382,17 @@ def protocol_check(name: str, args: argparse.Namespace, key: str) -> dict[str, A
 
 
 def _write(summaries: Mapping[str, Any]) -> dict[str, Any]:
-    """Merge ``summaries`` into the results on disk (other data sets are kept) and rewrite the
-    JSON and the Markdown table; returns everything on disk."""
+    """Merge ``summaries`` into the results on disk (other entries are kept) and rewrite the
+    JSON and the Markdown table; returns everything on disk. Locked, so runs of different
+    data sets can share the files in parallel."""
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "distillation.json"
-    merged = json.loads(path.read_text()) if path.is_file() else {}
-    merged.update(to_jsonable(dict(summaries)))
-    path.write_text(json.dumps(merged, indent=2))
-    (OUT / "distillation.md").write_text(_markdown(merged))
+    with open(Path(tempfile.gettempdir()) / "trainleak-distillation-bench.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        merged = json.loads(path.read_text()) if path.is_file() else {}
+        merged.update(to_jsonable(dict(summaries)))
+        path.write_text(json.dumps(merged, indent=2))
+        (OUT / "distillation.md").write_text(_markdown(merged))
     return merged
 
 
