@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -173,7 +173,7 @@ def claim_beats_random(rows: Sequence[Row], cfg: DistillationLeakageConfig) -> C
     short = [k for k, (d, r) in settings.items() if len(d) < 2 or len(r) < 2]
     if short:
         return not_tested(text, f"settings with fewer than two accuracies on a side: {short}")
-    table = {}
+    table: dict[str, dict[str, Any]] = {}
     for (algo, arch, ipc), (dist, rand) in sorted(settings.items()):
         table[f"{algo}/{arch}/ipc{ipc}"] = {
             "distilled": sum(dist) / len(dist),
