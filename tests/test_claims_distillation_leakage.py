@@ -28,21 +28,69 @@ CFG = DistillationLeakageConfig(algorithms=["dc", "dm"], architectures=["mlp", "
 PAIRS = [(a, f) for a in ("dc", "dm") for f in ("mlp", "convnet")]
 
 
+def _urow(a: str, f: str, ipc: int, seed: int, dist: list[float], rand: list[float]) -> UtilityRow:
+    return UtilityRow(
+        a, f, ipc, "real", seed, sum(dist) / 2, sum(rand) / 3, 0.95, tuple(dist), tuple(rand)
+    )
+
+
 def _utility(gain: float) -> list[UtilityRow]:
-    return [
-        UtilityRow(a, f, ipc, "real", 0, 0.7 + gain + 0.01 * i, 0.7 + 0.01 * i, 0.95)
-        for i, (a, f) in enumerate(PAIRS)
-        for ipc in (1, 10)
+    """Two seeds per setting (two networks each), one random baseline of three draws."""
+    rows = []
+    for i, (a, f) in enumerate(PAIRS):
+        for ipc in (1, 10):
+            base = 0.7 + 0.01 * i
+            rand = [base - 0.01, base, base + 0.01]
+            for seed in (0, 1):
+                dist = [base + gain - 0.005 + 0.01 * seed, base + gain + 0.005]
+                rows.append(_urow(a, f, ipc, seed, dist, rand))
+    return rows
+
+
+def test_beats_random_holds_when_every_setting_gains() -> None:
+    good = claim_beats_random(_utility(0.05), CFG)
+    assert good.holds and not good.evidence["failing"]
+    assert len(good.evidence["settings"]) == 8  # 2 algorithms x 2 architectures x 2 ipc
+    assert all(v["gain_lower_95"] > 0 for v in good.evidence["settings"].values())
+
+
+def test_beats_random_fails_on_one_losing_setting_even_when_the_mean_gain_is_positive() -> None:
+    rows = _utility(0.05)
+    # one setting loses by 0.01 while the mean gain over settings stays clearly positive
+    rows = [
+        dataclasses.replace(
+            r,
+            distilled_accs=tuple(v - 0.06 for v in r.distilled_accs),
+            distilled_acc=r.distilled_acc - 0.06,
+        )
+        if (r.algorithm, r.architecture, r.ipc) == ("dc", "mlp", 10)
+        else r
+        for r in rows
     ]
+    bad = claim_beats_random(rows, CFG)
+    assert not bad.holds
+    assert bad.evidence["failing"] == ["dc/mlp/ipc10"]
+    gains = [v["distilled"] - v["random"] for v in bad.evidence["settings"].values()]
+    assert sum(gains) / len(gains) > 0.03
 
 
-def test_beats_random_both_sides() -> None:
-    assert claim_beats_random(_utility(0.1), CFG).holds
-    worse = _utility(0.1)
-    worse[:2] = [dataclasses.replace(r, distilled_acc=r.random_acc - 0.2) for r in worse[:2]]
-    bad = claim_beats_random(worse, CFG)
-    assert not bad.holds and bad.evidence["gain_lower_95"]["dc"] < 0
-    assert "not_tested" in claim_beats_random(_utility(0.1)[:1], CFG).evidence
+def test_beats_random_fails_when_the_interval_is_too_wide() -> None:
+    rows = [
+        dataclasses.replace(r, distilled_accs=(r.random_acc + 0.3, r.random_acc - 0.25))
+        if r.ipc == 1 and r.seed == 0
+        else r
+        for r in _utility(0.005)
+    ]
+    bad = claim_beats_random(rows, CFG)
+    assert not bad.holds and "dc/mlp/ipc1" in bad.evidence["failing"]
+
+
+def test_beats_random_counts_noise_init_out_and_needs_two_values_a_side() -> None:
+    noise = [dataclasses.replace(r, init="noise", distilled_accs=(0.1, 0.1)) for r in _utility(0)]
+    assert claim_beats_random(_utility(0.05) + noise, CFG).holds
+    one = [dataclasses.replace(r, random_accs=(0.7,)) for r in _utility(0.05)]
+    assert "not_tested" in claim_beats_random(one, CFG).evidence
+    assert "not_tested" in claim_beats_random(noise, CFG).evidence
 
 
 def _revelation(wrong: int, field: str) -> list[RevelationRow]:

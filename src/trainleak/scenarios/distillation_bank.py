@@ -40,13 +40,24 @@ def run_key(
     config: DistillConfig,
     seed: int,
     value_range: tuple[float, float],
+    device: str = "cpu",
 ) -> str:
-    """The content hash of one distillation's inputs."""
+    """The content hash of one distillation's inputs (a device other than CPU is part of the
+    key: its floating point differs, so its sets are kept apart)."""
     h = hashlib.sha256()
     for t in (x.float(), y):
         h.update(str((tuple(t.shape), t.dtype)).encode())
         h.update(t.contiguous().numpy().tobytes())
-    meta = (num_classes, spec.kind, sorted(spec.kwargs.items()), config, seed, value_range)
+    meta: tuple[object, ...] = (
+        num_classes,
+        spec.kind,
+        sorted(spec.kwargs.items()),
+        config,
+        seed,
+        value_range,
+    )
+    if torch.device(device).type != "cpu":
+        meta = (*meta, torch.device(device).type)
     h.update(repr(meta).encode())
     return h.hexdigest()
 
@@ -62,21 +73,32 @@ def cached_distill(
     value_range: tuple[float, float] = (0.0, 1.0),
     cache_dir: Path | None = None,
     progress: Progress | None = None,
+    device: str = "cpu",
 ) -> DistillationRun:
     """:func:`~trainleak.systems.distillation.distill`, read from or written to the cache.
 
     ``cache_dir=None`` disables the cache. A cached run has an empty loss trace.
     """
     if cache_dir is None:
-        return distill(x, y, num_classes, spec, config, seed=seed, value_range=value_range)
-    folder = cache_dir / run_key(x, y, num_classes, spec, config, seed, value_range)
+        return distill(
+            x, y, num_classes, spec, config, seed=seed, value_range=value_range, device=device
+        )
+    folder = cache_dir / run_key(x, y, num_classes, spec, config, seed, value_range, device)
     init_file = folder / "init.safetensors"
     if (folder / "set.json").is_file():
         release = DistilledSet.load(folder)
         init = load_file(str(init_file))["init"] if init_file.is_file() else None
         return DistillationRun(release, config.name, spec, seed, init)
     run = distill(
-        x, y, num_classes, spec, config, seed=seed, value_range=value_range, progress=progress
+        x,
+        y,
+        num_classes,
+        spec,
+        config,
+        seed=seed,
+        value_range=value_range,
+        progress=progress,
+        device=device,
     )
     tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
     run.release.save(tmp)
@@ -104,6 +126,7 @@ def build_shadow_bank(
     value_range: tuple[float, float] = (0.0, 1.0),
     cache_dir: Path | None = None,
     progress: Progress | None = None,
+    device: str = "cpu",
 ) -> ShadowBank:
     """Distil every (algorithm, architecture) pair on a random auxiliary half per seed.
 
@@ -116,6 +139,7 @@ def build_shadow_bank(
         value_range: the images' range.
         cache_dir: where runs are cached (``None``: no cache).
         progress: called once per shadow set.
+        device: where the distillations run.
     """
     sets = []
     total = len(seeds) * len(configs) * len(architectures)
@@ -133,6 +157,7 @@ def build_shadow_bank(
                     seed=seed,
                     value_range=value_range,
                     cache_dir=cache_dir,
+                    device=device,
                 )
                 info = {"init": cfg.init, "ipc": cfg.ipc}
                 sets.append(ShadowSet(run.release, algo, kind, seed, info))

@@ -7,7 +7,9 @@ from trainleak.systems.distillation.dc import DCConfig
 from trainleak.systems.distillation.dm import DMConfig
 from trainleak.systems.distillation.evaluate import (
     EvalProtocol,
+    random_subset_accuracies,
     random_subset_accuracy,
+    set_accuracies,
     set_accuracy,
     train_on,
 )
@@ -24,7 +26,9 @@ __all__ = [
     "Init",
     "MTTConfig",
     "distill",
+    "random_subset_accuracies",
     "random_subset_accuracy",
+    "set_accuracies",
     "set_accuracy",
     "train_on",
 ]

@@ -128,7 +128,7 @@ def initial_images(
     k = len(by_class)
     if cfg.init == "noise":
         noise = torch.randn(k * cfg.ipc, *x.shape[1:], generator=generator)
-        return ((lo + hi) / 2 + noise * (hi - lo) / 4).clamp(lo, hi), None
+        return ((lo + hi) / 2 + noise.to(x.device) * (hi - lo) / 4).clamp(lo, hi), None
     picks = []
     for c, idx in enumerate(by_class):
         if idx.numel() < cfg.ipc:

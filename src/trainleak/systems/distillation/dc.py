@@ -62,7 +62,7 @@ def gradient_distance(real: dict[str, torch.Tensor], syn: dict[str, torch.Tensor
     Both arguments map parameter names to per-class gradients ``(K, *param_shape)``; 1-D
     parameters (biases) are ignored, as in the original.
     """
-    total = torch.zeros(())
+    total = torch.zeros((), device=next(iter(real.values())).device)
     for name, gr in real.items():
         if gr.ndim <= 2:  # (K, out): a bias
             continue
@@ -100,12 +100,12 @@ def match_dc(
     k = int(syn.shape[0]) // cfg.ipc
     by_class = class_indices(y, k)
     syn = syn.clone().requires_grad_(True)
-    labels = torch.arange(k).repeat_interleave(cfg.ipc)
+    labels = torch.arange(k, device=x.device).repeat_interleave(cfg.ipc)
     opt = torch.optim.SGD([syn], lr=cfg.lr_img, momentum=cfg.momentum)
     aug = DiffAugment() if cfg.augment else None
     trace: list[dict[str, float]] = []
     for it in range(cfg.iterations):
-        net = build_model(spec, seed=seed_from(generator))
+        net = build_model(spec, seed=seed_from(generator)).to(x.device)
         net_opt = torch.optim.SGD(net.parameters(), lr=cfg.net_lr)
         for _ in range(cfg.inner_steps):
             real = real_batch(x, by_class, cfg.batch_real, generator)
@@ -114,7 +114,7 @@ def match_dc(
                 draw = aug.sample(generator)
                 real = aug.apply(real.flatten(0, 1), draw).reshape(real.shape)
                 xs = aug.apply(syn, draw)
-            yr = torch.arange(k).unsqueeze(1).expand(k, real.shape[1])
+            yr = torch.arange(k, device=x.device).unsqueeze(1).expand(k, real.shape[1])
             g_real = {n: g.detach() for n, g in _per_class_grads(net, real, yr).items()}
             xs_c = xs.reshape(k, cfg.ipc, *xs.shape[1:])
             g_syn = _per_class_grads(net, xs_c, labels.reshape(k, cfg.ipc))

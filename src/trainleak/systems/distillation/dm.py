@@ -66,7 +66,7 @@ def match_dm(
     aug = DiffAugment() if cfg.augment else None
     trace: list[dict[str, float]] = []
     for it in range(cfg.iterations):
-        net = build_model(spec, seed=seed_from(generator))
+        net = build_model(spec, seed=seed_from(generator)).to(x.device)
         net.requires_grad_(False)
         real = real_batch(x, by_class, cfg.batch_real, generator)
         b = int(real.shape[1])

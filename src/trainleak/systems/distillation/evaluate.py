@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from trainleak.data.augment import DiffAugment
 from trainleak.models.fitting import accuracy, fit
@@ -36,6 +37,7 @@ class EvalProtocol:
         batch_size: minibatch size.
         augment: DSA augmentation of every batch.
         models: fresh networks per set (their test accuracies are averaged).
+        device: where the networks are trained and tested (batch draws stay on CPU).
     """
 
     steps: int = param(300, ge=1, integer=True)
@@ -43,6 +45,7 @@ class EvalProtocol:
     batch_size: int = param(256, ge=1, integer=True)
     augment: bool = False
     models: int = param(1, ge=1, integer=True)
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -56,20 +59,39 @@ def train_on(
     seed: int,
     lr: float | None = None,
 ) -> torch.nn.Module:
-    """A fresh ``spec`` network trained on ``(images, labels)`` under ``protocol``."""
+    """A fresh ``spec`` network trained on ``(images, labels)`` under ``protocol`` (on
+    ``protocol.device``), returned on CPU."""
     g = torch.Generator().manual_seed(seed)
-    net = build_model(spec, seed=seed)
+    net = build_model(spec, seed=seed).to(protocol.device)
     fit(
         net,
-        images,
-        labels,
+        images.to(protocol.device),
+        labels.to(protocol.device),
         steps=protocol.steps,
         lr=protocol.lr if lr is None else lr,
         generator=g,
         batch_size=protocol.batch_size,
         augment=DiffAugment() if protocol.augment else None,
     )
-    return net
+    return net.cpu()
+
+
+def set_accuracies(
+    release: DistilledSet,
+    spec: ModelSpec,
+    test: tuple[torch.Tensor, torch.Tensor],
+    protocol: EvalProtocol,
+    seed: int = 0,
+) -> list[float]:
+    """Test accuracy of each of ``protocol.models`` fresh networks trained on the release
+    (network ``m`` has seed ``seed + m``)."""
+    return [
+        accuracy(_train(release, spec, protocol, seed + m), *test) for m in range(protocol.models)
+    ]
+
+
+def _train(release: DistilledSet, spec: ModelSpec, protocol: EvalProtocol, seed: int) -> nn.Module:
+    return train_on(release.images, release.labels, spec, protocol, seed, release.lr)
 
 
 def set_accuracy(
@@ -80,11 +102,35 @@ def set_accuracy(
     seed: int = 0,
 ) -> float:
     """Mean test accuracy of ``protocol.models`` fresh networks trained on the release."""
+    accs = set_accuracies(release, spec, test, protocol, seed)
+    return sum(accs) / len(accs)
+
+
+def random_subset_accuracies(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    ipc: int,
+    spec: ModelSpec,
+    test: tuple[torch.Tensor, torch.Tensor],
+    protocol: EvalProtocol,
+    seed: int = 0,
+) -> list[float]:
+    """Test accuracy after training on ``ipc`` random real images per class, one draw (and one
+    fresh network, seed ``seed + m``) for each of ``protocol.models``.
+
+    Pass the protocol the distilled sets are evaluated with (only ``models`` may differ): the
+    same steps, learning rate, batch size and augmentation, so the two sides get the same
+    training budget (a learned learning rate published with a distilled set is part of that
+    release and is the one exception).
+    """
+    by_class = class_indices(y, int(y.max()) + 1)
     accs = []
     for m in range(protocol.models):
-        net = train_on(release.images, release.labels, spec, protocol, seed + m, release.lr)
+        g = torch.Generator().manual_seed(10_000 + seed + m)
+        idx = torch.cat([c[torch.randperm(c.numel(), generator=g)[:ipc]] for c in by_class])
+        net = train_on(x[idx], y[idx], spec, protocol, seed + m)
         accs.append(accuracy(net, *test))
-    return sum(accs) / len(accs)
+    return accs
 
 
 def random_subset_accuracy(
@@ -96,13 +142,6 @@ def random_subset_accuracy(
     protocol: EvalProtocol,
     seed: int = 0,
 ) -> float:
-    """Test accuracy after training on ``ipc`` random real images per class (one draw per
-    fresh network, averaged over ``protocol.models``)."""
-    by_class = class_indices(y, int(y.max()) + 1)
-    accs = []
-    for m in range(protocol.models):
-        g = torch.Generator().manual_seed(10_000 + seed + m)
-        idx = torch.cat([c[torch.randperm(c.numel(), generator=g)[:ipc]] for c in by_class])
-        net = train_on(x[idx], y[idx], spec, protocol, seed + m)
-        accs.append(accuracy(net, *test))
+    """Mean of :func:`random_subset_accuracies`."""
+    accs = random_subset_accuracies(x, y, ipc, spec, test, protocol, seed)
     return sum(accs) / len(accs)

@@ -87,7 +87,7 @@ def expert_trajectories(
     n = int(x.shape[0])
     out = []
     for _ in range(cfg.n_experts):
-        net = build_model(spec, seed=seed_from(generator))
+        net = build_model(spec, seed=seed_from(generator)).to(x.device)
         opt = torch.optim.SGD(net.parameters(), lr=cfg.expert_lr)
         path = [_flat(net)]
         for _ in range(cfg.expert_epochs):
@@ -129,10 +129,10 @@ def match_mtt(
     """
     k = int(syn.shape[0]) // cfg.ipc
     experts = expert_trajectories(x, y, spec, cfg, generator)
-    template = build_model(spec, seed=0)
-    labels = torch.arange(k).repeat_interleave(cfg.ipc)
+    template = build_model(spec, seed=0).to(x.device)
+    labels = torch.arange(k, device=x.device).repeat_interleave(cfg.ipc)
     syn = syn.clone().requires_grad_(True)
-    log_lr = torch.tensor(math.log(cfg.lr_init), requires_grad=True)
+    log_lr = torch.tensor(math.log(cfg.lr_init), device=x.device, requires_grad=True)
     opt_img = torch.optim.SGD([syn], lr=cfg.lr_img, momentum=cfg.momentum)
     opt_lr = torch.optim.SGD([log_lr], lr=cfg.lr_lr, momentum=cfg.momentum)
     aug = DiffAugment() if cfg.augment else None

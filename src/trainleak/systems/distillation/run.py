@@ -34,6 +34,7 @@ def distill(
     seed: int = 0,
     value_range: tuple[float, float] = (0.0, 1.0),
     progress: Progress | None = None,
+    device: str | torch.device = "cpu",
 ) -> DistillationRun:
     """Distil ``(x, y)`` into ``config.ipc`` images per class with ``architecture``.
 
@@ -47,6 +48,9 @@ def distill(
         seed: the seed of every draw (initial images, networks, batches, augmentations).
         value_range: the box the images live in; the synthetic images stay inside it.
         progress: optional progress callback.
+        device: where the images and networks live during the distillation (random draws
+            stay on CPU generators, so a run is the same draw sequence on every device); the
+            release and the initialisation indices come back on CPU.
 
     Returns:
         The release and the distiller's record (initialisation indices, loss trace).
@@ -55,7 +59,7 @@ def distill(
     if not isinstance(config, tuple(ALGORITHMS.values())):
         raise ConfigError.invalid("config", f"one of {list(ALGORITHMS)} configs", type(config))
     g = torch.Generator().manual_seed(seed)
-    x = x.float()
+    x, y = x.float().to(device), y.to(device)
     syn, init_idx = initial_images(x, class_indices(y, num_classes), config, value_range, g)
     lr: float | None = None
     if isinstance(config, DCConfig):
@@ -67,10 +71,11 @@ def distill(
             raise ConfigError.invalid("config", "an MTTConfig", type(config))
         syn, lr, trace = match_mtt(x, y, syn, architecture, config, value_range, g, progress)
     release = DistilledSet(
-        images=syn,
+        images=syn.cpu(),
         labels=synthetic_labels(num_classes, config.ipc),
         num_classes=num_classes,
         value_range=value_range,
         lr=lr,
     )
-    return DistillationRun(release, config.name, architecture, seed, init_idx, trace)
+    init_cpu = None if init_idx is None else init_idx.cpu()
+    return DistillationRun(release, config.name, architecture, seed, init_cpu, trace)
