@@ -81,6 +81,12 @@ def _one_target(
     ModelInversionAdaptiveConfig,
 )
 def run(cfg: ModelInversionAdaptiveConfig, progress: Progress | None = None) -> Result:
+    """Run on ``cfg.device`` (models and tensors are created there; releases stay on the CPU)."""
+    with torch.device(cfg.device):
+        return _run(cfg, progress)
+
+
+def _run(cfg: ModelInversionAdaptiveConfig, progress: Progress | None = None) -> Result:
     """Prior, evaluators, every target, three attacks, every evaluator; then claims."""
     start = time.perf_counter()
     s = setup(cfg)

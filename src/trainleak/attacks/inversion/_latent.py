@@ -111,13 +111,15 @@ def surrogates(
     prior samples (Nguyen et al. 2023); seeds drawn from ``gen``."""
     out: list[nn.Module] = []
     with torch.no_grad():
-        x = decoder(torch.randn(samples, latent_dim, generator=gen))
+        z = torch.randn(samples, latent_dim, generator=gen, device=gen.device)
+        x = decoder(z.to(torch.get_default_device()))
         soft = torch.softmax(target(x), 1)
     for _ in range(count):
         spec = model_spec(
             "mlp", input_shape=tuple(x.shape[1:]), hidden=[256, 128], out_dim=int(soft.shape[1])
         )
-        student = build_model(spec, seed=int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen, device=gen.device))
+        student = build_model(spec, seed=seed)
         fit(student, x, soft, steps=steps, lr=0.05, generator=gen, batch_size=128)
         student.eval()
         for p in student.parameters():

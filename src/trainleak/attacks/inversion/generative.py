@@ -83,6 +83,12 @@ class GenerativeInversion(Attack[ClassifierRelease]):
         final: reconstructions returned per class.
         selection_transforms: random transforms averaged by the selections.
         latent_clip: latents are clamped to ``[-latent_clip, latent_clip]`` (the prior's mass).
+        latent_reg: weight of ``|z|^2 / 2`` (averaged over latents) in the loss: the prior's
+            negative log-density, which keeps solutions where the prior puts mass (GMI's prior
+            term plays this part).
+        robust_select: the final selection averages the score over the target *and* the
+            model-augmentation students (a defense-robust score: an image that only fools the
+            target's non-robust features scores low on the students).
     """
 
     name: ClassVar[str] = "mi-standard"
@@ -107,6 +113,8 @@ class GenerativeInversion(Attack[ClassifierRelease]):
     final: int = param(4, ge=1, integer=True)
     selection_transforms: int = param(10, ge=0, integer=True)
     latent_clip: float = param(3.0, gt=0)
+    latent_reg: float = param(0.0, ge=0)
+    robust_select: bool = False
 
     def validate(self) -> None:
         if self.final > self.keep * self.restarts:
@@ -149,7 +157,8 @@ class GenerativeInversion(Attack[ClassifierRelease]):
             if progress is not None:
                 progress("restarts", r + 1, self.restarts)
         zs = torch.cat(pooled, 1)
-        return self._final(zs, dec, model, generator, trace)
+        judges = models if self.robust_select else [model]
+        return self._final(zs, dec, judges, generator, trace)
 
     def _optimise(
         self,
@@ -170,6 +179,8 @@ class GenerativeInversion(Attack[ClassifierRelease]):
             loss = torch.stack(
                 [identity_loss(m(view), target, self.loss, self.temperature).mean() for m in models]
             ).mean()
+            if self.latent_reg:
+                loss = loss + self.latent_reg * 0.5 * z.pow(2).sum(1).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -183,7 +194,7 @@ class GenerativeInversion(Attack[ClassifierRelease]):
         self,
         zs: torch.Tensor,
         dec: nn.Module,
-        model: nn.Module,
+        judges: list[nn.Module],
         gen: torch.Generator,
         trace: list[dict[str, float]],
     ) -> Reconstruction:
@@ -193,7 +204,7 @@ class GenerativeInversion(Attack[ClassifierRelease]):
             for k in range(c):
                 imgs = dec(zs[k])
                 s = mean_scores(
-                    [model], imgs, self.select, self.selection_transforms, augmenter(self.flip), gen
+                    judges, imgs, self.select, self.selection_transforms, augmenter(self.flip), gen
                 )[:, k]
                 best = s.topk(self.final).indices
                 images.append(imgs[best])
