@@ -3,10 +3,13 @@ and the device option of the model-inversion experiments (issue 12, second pass)
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import pytest
 import torch
 
 from trainleak.attacks.inversion import AdaptiveInversion, GenerativeInversion
+from trainleak.attacks.inversion._latent import noisy
 from trainleak.data import load_digits
 from trainleak.errors import ConfigError
 from trainleak.experiments import get_experiment
@@ -55,6 +58,7 @@ def test_conv_prior_learns_the_public_images_and_flip_mirrors_them() -> None:
     assert any(not torch.equal(flipped.state[k], plain.state[k]) for k in plain.state)
 
 
+@lru_cache(maxsize=1)
 def _attack_setting() -> tuple[object, Knowledge]:
     x, y, px, py = _digits()
     prior = train_prior(px, PriorSettings(latent_dim=8, hidden=(64, 128), steps=300))
@@ -97,8 +101,38 @@ def test_device_option_is_validated_and_tasks_move() -> None:
     assert exp.make_config({"device": "cpu"}).device == "cpu"  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match="device"):
         exp.make_config({"device": "gpu0"})
+    adaptive = get_experiment("model-inversion-adaptive")
+    cfg = adaptive.make_config({"atat_weight": 1.0, "atat_eps": 0.02, "prior_channels": 32})
+    assert (cfg.atat_weight, cfg.atat_eps, cfg.prior_channels) == (1.0, 0.02, 32)  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="atat_eps"):
+        adaptive.make_config({"atat_eps": 0.0})
     t = torch.zeros(2, 1, 4, 4)
     y = torch.zeros(2, dtype=torch.long)
     task = InversionTask("x", (t, y), (t, y), (t, y), ("a", "b"), ("c", "d"))
     moved = task.to("cpu")
     assert moved.private[0].device.type == "cpu" and moved.content_hash() == task.content_hash()
+
+
+def test_noise_switch_adds_gaussian_noise_to_the_views() -> None:
+    gen = torch.Generator().manual_seed(0)
+    x = torch.full((200, 1, 8, 8), 0.5)
+    assert noisy(x, 0.0, gen) is x
+    out = noisy(x, 0.1, gen)
+    assert abs(float((out - x).std()) - 0.1) < 0.01 and abs(float((out - x).mean())) < 0.01
+    release, know = _attack_setting()
+    common = {"candidates": 30, "keep": 2, "final": 2, "steps": 10}
+    plain = GenerativeInversion(**common)(release, know, seed=5)  # type: ignore[arg-type]
+    smooth = GenerativeInversion(noise=0.1, **common)(release, know, seed=5)  # type: ignore[arg-type]
+    assert not torch.equal(plain.inputs, smooth.inputs)
+    with pytest.raises(ConfigError, match="noise"):
+        GenerativeInversion(noise=-0.1)
+
+
+def test_students_only_search_needs_students_and_differs_from_the_joint_search() -> None:
+    with pytest.raises(ConfigError, match="target_weight"):
+        GenerativeInversion(target_weight=0.0)
+    release, know = _attack_setting()
+    common = {"candidates": 30, "keep": 2, "final": 2, "steps": 10, "model_augment": 1}
+    joint = AdaptiveInversion(restarts=1, **common)(release, know, seed=6)  # type: ignore[arg-type]
+    alone = AdaptiveInversion(restarts=1, target_weight=0.0, **common)(release, know, seed=6)  # type: ignore[arg-type]
+    assert not torch.equal(joint.inputs, alone.inputs)

@@ -72,6 +72,8 @@ class ModelInversionAdaptiveConfig(InversionConfig):
     """Config of ``model-inversion-adaptive``."""
 
     targets: list[TargetName] = Field(default_factory=lambda: list(ADAPTIVE_TARGETS))
+    atat_weight: float = Field(0.08, gt=0)
+    atat_eps: float = Field(0.005, gt=0)
     min_rho: float = Field(0.5, ge=-1, le=1)
 
 
