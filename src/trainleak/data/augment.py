@@ -60,7 +60,8 @@ class DiffAugment:
 
     def sample(self, generator: torch.Generator) -> AugmentDraw:
         """Draw one transform."""
-        u = torch.rand(6, generator=generator, dtype=torch.float64).tolist()
+        dev = generator.device
+        u = torch.rand(6, generator=generator, dtype=torch.float64, device=dev).tolist()
         s = 1.0 + self.scale * (2 * u[0] - 1)
         a = math.radians(self.rotate_deg * (2 * u[1] - 1))
         tx, ty = (self.translate * 2 * (2 * v - 1) for v in u[2:4])

@@ -17,7 +17,7 @@ from trainleak.metrics.membership import membership_roc
 def tile(images: torch.Tensor, cols: int, pad: int = 1) -> np.ndarray:
     """Tile ``(n, C, H, W)`` images in ``[0, 1]`` row-major into one uint8 picture; images
     smaller than 32 pixels a side are enlarged by pixel repetition for display."""
-    x = images.detach().float().clamp(0, 1)
+    x = images.detach().cpu().float().clamp(0, 1)
     factor = max(1, 32 // int(x.shape[-1]))
     x = x.repeat_interleave(factor, dim=2).repeat_interleave(factor, dim=3)
     n, c, h, w = x.shape

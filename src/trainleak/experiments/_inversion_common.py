@@ -48,13 +48,22 @@ def setup(cfg: InversionConfig) -> Setup:
     cache = (
         (Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()) if cfg.use_cache else None
     )
-    if cfg.dataset == "mnist":
-        task = load_task("mnist", n_private=cfg.n_private, n_public=cfg.n_public, n_test=cfg.n_test)
-    else:
-        task = load_task("orl", size=cfg.size)
-    prior = task_prior(
-        task, PriorSettings(latent_dim=cfg.latent_dim, steps=cfg.prior_steps), cfg.seed, cache
+    with torch.device("cpu"):  # the loaders mix numpy and torch: load on the CPU, then move
+        if cfg.dataset == "mnist":
+            task = load_task(
+                "mnist", n_private=cfg.n_private, n_public=cfg.n_public, n_test=cfg.n_test
+            )
+        else:
+            task = load_task("orl", size=cfg.size)
+    task = task.to(torch.get_default_device())
+    settings = PriorSettings(
+        latent_dim=cfg.latent_dim,
+        steps=cfg.prior_steps,
+        channels=cfg.prior_channels,
+        beta=cfg.prior_beta,
+        flip=cfg.prior_flip,
     )
+    prior = task_prior(task, settings, cfg.seed, cache)
     evaluators = train_evaluators(task, cfg.evaluator_steps, cfg.seed, cache)
     dlib = DlibEmbedder(BOX) if cfg.dlib else None
     ref = dlib(task.private[0]) if dlib is not None else None

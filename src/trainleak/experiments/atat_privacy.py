@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import time
 
+import torch
+
 from trainleak.experiments._inversion_common import Setup, attack_rows, attacks, setup, target_row
 from trainleak.experiments._inversion_figures import bars_figure, class_grid, scatter_figure
 from trainleak.experiments._inversion_risk import risk_of
@@ -59,6 +61,12 @@ def roster(cfg: AtatPrivacyConfig, s: Setup) -> list[tuple[str, str, Recipe]]:
     AtatPrivacyConfig,
 )
 def run(cfg: AtatPrivacyConfig, progress: Progress | None = None) -> Result:
+    """Run on ``cfg.device`` (models and tensors are created there; releases stay on the CPU)."""
+    with torch.device(cfg.device):
+        return _run(cfg, progress)
+
+
+def _run(cfg: AtatPrivacyConfig, progress: Progress | None = None) -> Result:
     """Every model of the roster, the standard attack (and the prior-only baseline on the
     drop-layer model) under both evaluators; then claims."""
     start = time.perf_counter()

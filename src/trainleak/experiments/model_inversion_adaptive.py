@@ -57,7 +57,10 @@ def _leakage(
 def _one_target(
     name: str, s: Setup, cfg: ModelInversionAdaptiveConfig, images: dict[str, object]
 ) -> list[Row]:
-    target = train_target(s.task, recipe(name, s.task, cfg.target_steps), cfg.seed, s.cache)
+    rec_ = recipe(
+        name, s.task, cfg.target_steps, atat_eps=cfg.atat_eps, atat_weight=cfg.atat_weight
+    )
+    target = train_target(s.task, rec_, cfg.seed, s.cache)
     rows: list[Row] = [target_row(name, name, target, s, cfg)]
     hits: dict[tuple[str, str], tuple[float, ...]] = {}
     for k, atk in attacks(cfg, flip=cfg.dataset == "orl").items():
@@ -81,6 +84,12 @@ def _one_target(
     ModelInversionAdaptiveConfig,
 )
 def run(cfg: ModelInversionAdaptiveConfig, progress: Progress | None = None) -> Result:
+    """Run on ``cfg.device`` (models and tensors are created there; releases stay on the CPU)."""
+    with torch.device(cfg.device):
+        return _run(cfg, progress)
+
+
+def _run(cfg: ModelInversionAdaptiveConfig, progress: Progress | None = None) -> Result:
     """Prior, evaluators, every target, three attacks, every evaluator; then claims."""
     start = time.perf_counter()
     s = setup(cfg)

@@ -37,6 +37,9 @@ class InversionConfig(ExperimentConfig):
     evaluator_steps: int = Field(400, ge=1)
     prior_steps: int = Field(2000, ge=1)
     latent_dim: int = Field(16, ge=1)
+    prior_channels: int = Field(0, ge=0)
+    prior_beta: float = Field(1.0, gt=0)
+    prior_flip: bool = False
     candidates: int = Field(200, ge=1)
     keep: int = Field(16, ge=1)
     final: int = Field(8, ge=1)
@@ -50,6 +53,7 @@ class InversionConfig(ExperimentConfig):
     dlib: bool = False
     cache_dir: str | None = None
     use_cache: bool = True
+    device: str = Field("cpu", pattern=r"^(cpu|cuda(:[0-9]+)?|mps)$")
 
 
 ADAPTIVE_TARGETS: tuple[TargetName, ...] = (
@@ -68,6 +72,8 @@ class ModelInversionAdaptiveConfig(InversionConfig):
     """Config of ``model-inversion-adaptive``."""
 
     targets: list[TargetName] = Field(default_factory=lambda: list(ADAPTIVE_TARGETS))
+    atat_weight: float = Field(0.08, gt=0)
+    atat_eps: float = Field(0.005, gt=0)
     min_rho: float = Field(0.5, ge=-1, le=1)
 
 

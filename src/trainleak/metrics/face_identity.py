@@ -90,7 +90,7 @@ class DlibEmbedder:
         x = ((images.float() - self.low) / (self.high - self.low)).clamp(0, 1)
         x = F.interpolate(x, size=(_SIDE, _SIDE), mode="bilinear", align_corners=False)
         x = x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x
-        arr = (x.permute(0, 2, 3, 1).numpy() * 255).round().astype(np.uint8)
+        arr = (x.permute(0, 2, 3, 1).cpu().numpy() * 255).round().astype(np.uint8)
         out = [np.asarray(self._net.compute_face_descriptor(np.ascontiguousarray(a))) for a in arr]
         return torch.from_numpy(np.stack(out)).double()
 
@@ -107,7 +107,8 @@ def identity_score(
     embeddings of the private images (``embedder(private_x)``, computed once)."""
     if len(images) != len(labels) or not len(images):
         raise ShapeError(f"{len(images)} images for {len(labels)} labels (need >= 1)")
-    e, ref = embedder(images), private_embeddings
+    e, ref = embedder(images), private_embeddings.cpu()
+    labels, private_y = labels.cpu(), private_y.cpu()
     d = torch.cdist(e, ref)
     hit = (private_y[d.argmin(1)] == labels).double()
     same = private_y[None, :] == labels[:, None]

@@ -75,11 +75,11 @@ def attack_accuracy(
     logits = _logits(evaluator, images)
     k = min(5, int(logits.shape[1]))
     top = logits.topk(k, dim=1).indices
-    hit1 = (top[:, 0] == labels).double().numpy()
-    hit5 = (top == labels[:, None]).any(1).double().numpy()
+    hit1 = (top[:, 0] == labels).double().cpu().numpy()
+    hit5 = (top == labels[:, None]).any(1).double().cpu().numpy()
     per = []
     for c in range(num_classes):
-        sel = (labels == c).numpy()
+        sel = (labels == c).cpu().numpy()
         per.append(float(hit1[sel].mean()) if sel.any() else math.nan)
     return AttackAccuracy(
         float(hit1.mean()),

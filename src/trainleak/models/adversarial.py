@@ -55,7 +55,9 @@ def pgd(
         return x0.clone()
     adv = x0.clone()
     if random_start:
-        noise = torch.rand(x0.shape, generator=generator, dtype=x0.dtype) * 2 - 1
+        dev = generator.device if generator is not None else x0.device
+        noise = torch.rand(x0.shape, generator=generator, dtype=x0.dtype, device=dev) * 2 - 1
+        noise = noise.to(x0.device)
         adv = (adv + eps * noise).clamp(lo, hi)
     sign = -1.0 if targeted else 1.0
     req = [p.requires_grad for p in model.parameters()]

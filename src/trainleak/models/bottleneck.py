@@ -87,7 +87,9 @@ class MaskedMLP(nn.Module):
             raise ConfigError.invalid("keep", "a share in (0, 1] of (C, H, W) pixels", keep)
         c, h, w = (int(s) for s in input_shape)
         n_keep = max(1, round(float(keep) * h * w))
-        perm = torch.randperm(h * w, generator=torch.Generator().manual_seed(int(mask_seed)))
+        gen = torch.Generator().manual_seed(int(mask_seed))
+        perm = torch.randperm(h * w, generator=gen, device=gen.device)
+        perm = perm.to(torch.get_default_device())
         self.mlp = MLP((c, n_keep), hidden, out_dim)
         self.index: torch.Tensor
         self.register_buffer("index", perm[:n_keep].sort().values)

@@ -85,7 +85,8 @@ def fit(
         if batch_size is None or batch_size >= n:
             xb, yb = x, y
         else:
-            idx = torch.randperm(n, generator=generator)[:batch_size]
+            dev = generator.device if generator is not None else None
+            idx = torch.randperm(n, generator=generator, device=dev)[:batch_size].to(x.device)
             xb, yb = x[idx], y[idx]
         if augment is not None:
             xb = augment(xb, generator)

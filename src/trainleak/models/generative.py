@@ -61,9 +61,70 @@ class VAEDecoder(nn.Module):
         d = math.prod(self.input_shape)
         self.net = _mlp([self.latent_dim, *[int(h) for h in hidden], d])
 
+    def logits(self, z: torch.Tensor) -> torch.Tensor:
+        """Pre-sigmoid outputs ``(n, C, H, W)`` (the VAE's Bernoulli likelihood reads them)."""
+        return self.net(z).view(-1, *self.input_shape)
+
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        out = torch.sigmoid(self.net(z)).view(-1, *self.input_shape)
-        return self.low + (self.high - self.low) * out
+        return self.low + (self.high - self.low) * torch.sigmoid(self.logits(z))
+
+
+def _ups(input_shape: tuple[int, ...]) -> int:
+    """Doublings of the convolutional decoder: three from an eighth of the side (two for
+    sides under 16, one under 8)."""
+    side = min(input_shape[1:])
+    return 3 if side >= 16 else (2 if side >= 8 else 1)
+
+
+class ConvVAEDecoder(VAEDecoder):
+    """DCGAN-style decoder ``z -> image``: a linear map to ``channels`` maps at an eighth of
+    the image side, then doublings (nearest upsampling and a 3 x 3 convolution, LeakyReLU,
+    channels halved each time) and a 3 x 3 convolution to the image channels, cropped to
+    ``(H, W)``; outputs in ``[low, high]`` through a sigmoid.
+
+    Args:
+        latent_dim, input_shape, low, high: as :class:`VAEDecoder`.
+        channels: feature maps after the linear map.
+
+    References:
+        Radford, Metz and Chintala, "Unsupervised Representation Learning with Deep
+        Convolutional Generative Adversarial Networks", ICLR 2016 (the generator's layout).
+        Odena, Dumoulin and Olah, "Deconvolution and Checkerboard Artifacts", Distill 2016
+        (upsampling and convolution instead of transposed convolutions).
+    """
+
+    def __init__(
+        self,
+        latent_dim: int,
+        input_shape: Sequence[int],
+        channels: int = 64,
+        low: float = 0.0,
+        high: float = 1.0,
+    ) -> None:
+        super().__init__(latent_dim, input_shape, (8,), low, high)
+        k = _ups(self.input_shape)
+        if int(channels) < 2**k:
+            raise ConfigError.invalid("channels", f"at least {2**k}", channels)
+        c, h, w = self.input_shape
+        self.start = (-(-h // 2**k), -(-w // 2**k))
+        self.channels = int(channels)
+        self.net = nn.Sequential(nn.Linear(self.latent_dim, self.channels * math.prod(self.start)))
+        layers: list[nn.Module] = [nn.LeakyReLU(0.2)]
+        ch = self.channels
+        for _ in range(k):
+            layers += [
+                nn.Upsample(scale_factor=2.0, mode="nearest"),
+                nn.Conv2d(ch, ch // 2, 3, padding=1),
+                nn.LeakyReLU(0.2),
+            ]
+            ch //= 2
+        layers.append(nn.Conv2d(ch, c, 3, padding=1))
+        self.conv = nn.Sequential(*layers)
+
+    def logits(self, z: torch.Tensor) -> torch.Tensor:
+        h = self.net(z).view(-1, self.channels, *self.start)
+        _, height, width = self.input_shape
+        return self.conv(h)[:, :, :height, :width]
 
 
 class VAE(nn.Module):
@@ -72,8 +133,10 @@ class VAE(nn.Module):
     Args:
         latent_dim: size of the latent vector.
         input_shape: ``(C, H, W)``.
-        hidden: hidden widths of the decoder (the encoder mirrors them).
+        hidden: hidden widths of the MLP decoder (the encoder mirrors them).
         low, high: the value box of the images.
+        channels: ``0`` for the MLP decoder, else the feature maps of a
+            :class:`ConvVAEDecoder` (the encoder stays an MLP: it is never released).
     """
 
     def __init__(
@@ -83,9 +146,14 @@ class VAE(nn.Module):
         hidden: Sequence[int] = (256, 512),
         low: float = 0.0,
         high: float = 1.0,
+        channels: int = 0,
     ) -> None:
         super().__init__()
-        self.decoder = VAEDecoder(latent_dim, input_shape, hidden, low, high)
+        self.decoder: VAEDecoder = (
+            ConvVAEDecoder(latent_dim, input_shape, channels, low, high)
+            if channels
+            else VAEDecoder(latent_dim, input_shape, hidden, low, high)
+        )
         d = math.prod(self.decoder.input_shape)
         self.encoder = _mlp([d, *[int(h) for h in reversed(list(hidden))], 2 * int(latent_dim)])
 

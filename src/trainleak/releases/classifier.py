@@ -225,7 +225,8 @@ class GenerativePrior:
 
     def sample_latents(self, n: int, generator: torch.Generator) -> torch.Tensor:
         """``n`` latents from the standard normal."""
-        return torch.randn(int(n), int(self.latent_dim), generator=generator)
+        z = torch.randn(int(n), int(self.latent_dim), generator=generator, device=generator.device)
+        return z.to(torch.get_default_device())
 
     def content_hash(self) -> str:
         """SHA-256 of the weights and spec (a cache key)."""

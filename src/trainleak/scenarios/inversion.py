@@ -67,11 +67,26 @@ class InversionTask:
         """Number of private classes."""
         return len(self.classes)
 
+    def to(self, device: str | torch.device) -> InversionTask:
+        """The same split with every tensor on ``device``."""
+
+        def move(pair: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+            return pair[0].to(device), pair[1].to(device)
+
+        return InversionTask(
+            self.name,
+            move(self.private),
+            move(self.test),
+            move(self.public),
+            self.classes,
+            self.public_classes,
+        )
+
     def content_hash(self) -> str:
         """SHA-256 of the private and public tensors (a cache-key component)."""
         h = hashlib.sha256()
         for t in (*self.private, *self.public):
-            h.update(t.contiguous().numpy().tobytes())
+            h.update(t.contiguous().cpu().numpy().tobytes())
         return h.hexdigest()
 
 
@@ -104,7 +119,7 @@ def orl_task(size: int = 32) -> InversionTask:
     x = F.interpolate(
         ds.x, size=(size, size), mode="bilinear", antialias=True, align_corners=False
     ).clamp(0, 1)
-    idx = torch.arange(len(x)) % 10
+    idx = torch.arange(len(x), device=ds.y.device) % 10
     priv, pub = ds.y < 20, ds.y >= 20
     tr, te = priv & (idx < 8), priv & (idx >= 8)
     return InversionTask(

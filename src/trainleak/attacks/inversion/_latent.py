@@ -70,6 +70,13 @@ def augmenter(flip: bool) -> DiffAugment:
     return DiffAugment(scale=0.1, rotate_deg=0.0, translate=0.05, flip=flip)
 
 
+def noisy(x: torch.Tensor, std: float, gen: torch.Generator) -> torch.Tensor:
+    """``x`` plus Gaussian noise of standard deviation ``std`` (``x`` itself when 0)."""
+    if not std:
+        return x
+    return x + std * torch.randn(x.shape, generator=gen, device=gen.device).to(x)
+
+
 def mean_scores(
     models: list[nn.Module],
     images: torch.Tensor,
@@ -77,14 +84,16 @@ def mean_scores(
     transforms: int,
     aug: DiffAugment,
     gen: torch.Generator,
+    noise: float = 0.0,
 ) -> torch.Tensor:
     """``(n, C)`` selection scores of every image for every class, averaged over the models and
-    over the untransformed image plus ``transforms`` random transforms."""
+    over the untransformed image plus ``transforms`` random transforms (each with Gaussian
+    pixel noise of standard deviation ``noise``)."""
     total = torch.zeros(())
     n_views = 0
     with torch.no_grad():
         for t in range(transforms + 1):
-            view = images if t == 0 else aug(images, gen)
+            view = images if t == 0 else noisy(aug(images, gen), noise, gen)
             for m in models:
                 logits = m(view)
                 c = int(logits.shape[1])
@@ -111,13 +120,15 @@ def surrogates(
     prior samples (Nguyen et al. 2023); seeds drawn from ``gen``."""
     out: list[nn.Module] = []
     with torch.no_grad():
-        x = decoder(torch.randn(samples, latent_dim, generator=gen))
+        z = torch.randn(samples, latent_dim, generator=gen, device=gen.device)
+        x = decoder(z.to(torch.get_default_device()))
         soft = torch.softmax(target(x), 1)
     for _ in range(count):
         spec = model_spec(
             "mlp", input_shape=tuple(x.shape[1:]), hidden=[256, 128], out_dim=int(soft.shape[1])
         )
-        student = build_model(spec, seed=int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen, device=gen.device))
+        student = build_model(spec, seed=seed)
         fit(student, x, soft, steps=steps, lr=0.05, generator=gen, batch_size=128)
         student.eval()
         for p in student.parameters():

@@ -19,6 +19,8 @@ References:
     Flexible Model Inversion Attacks", ICML 2022.
     Nguyen et al., "Re-thinking Model Inversion Attacks Against Deep Neural Networks", CVPR 2023.
     Zhang et al., "The Secret Revealer", CVPR 2020 (GMI: latent search of a public prior).
+    Cohen, Rosenfeld and Kolter, "Certified Adversarial Robustness via Randomized Smoothing",
+    ICML 2019 (the Gaussian-smoothed classifier the ``noise`` switch attacks).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from trainleak.attacks.inversion._latent import (
     augmenter,
     identity_loss,
     mean_scores,
+    noisy,
     surrogates,
 )
 from trainleak.errors import ConfigError
@@ -83,6 +86,21 @@ class GenerativeInversion(Attack[ClassifierRelease]):
         final: reconstructions returned per class.
         selection_transforms: random transforms averaged by the selections.
         latent_clip: latents are clamped to ``[-latent_clip, latent_clip]`` (the prior's mass).
+        latent_reg: weight of ``|z|^2 / 2`` (averaged over latents) in the loss: the prior's
+            negative log-density, which keeps solutions where the prior puts mass (GMI's prior
+            term plays this part).
+        noise: standard deviation of Gaussian pixel noise added to every transformed view,
+            in the loss and the selections: the attack then scores the target's Gaussian
+            smoothing (Cohen et al. 2019), whose gradient ignores features that live in a
+            ball much smaller than the noise, such as AT-AT's anti-adversarial ones (the
+            defense-specific bypass of AT-AT; 0: off).
+        target_weight: weight of the target's own loss beside the students' mean loss (1: the
+            target and the students count alike; 0: the students alone steer the search, the
+            target only labels their training samples, so its non-robust features cannot
+            steer the latents; needs ``model_augment >= 1``).
+        robust_select: the final selection averages the score over the target *and* the
+            model-augmentation students (a defense-robust score: an image that only fools the
+            target's non-robust features scores low on the students).
     """
 
     name: ClassVar[str] = "mi-standard"
@@ -107,8 +125,16 @@ class GenerativeInversion(Attack[ClassifierRelease]):
     final: int = param(4, ge=1, integer=True)
     selection_transforms: int = param(10, ge=0, integer=True)
     latent_clip: float = param(3.0, gt=0)
+    latent_reg: float = param(0.0, ge=0)
+    noise: float = param(0.0, ge=0)
+    target_weight: float = param(1.0, ge=0)
+    robust_select: bool = False
 
     def validate(self) -> None:
+        if self.target_weight == 0 and self.model_augment == 0:
+            raise ConfigError.invalid(
+                "target_weight", "above 0 without model augmentation (nothing to steer)", 0.0
+            )
         if self.final > self.keep * self.restarts:
             raise ConfigError.invalid(
                 "final", f"at most keep * restarts = {self.keep * self.restarts}", self.final
@@ -140,7 +166,7 @@ class GenerativeInversion(Attack[ClassifierRelease]):
         for r in range(self.restarts):
             z0 = prior.sample_latents(self.candidates, generator)
             scores = mean_scores(
-                [model], dec(z0), self.select, self.selection_transforms, aug, generator
+                [model], dec(z0), self.select, self.selection_transforms, aug, generator, self.noise
             )
             idx = _top_per_class(scores, self.keep)
             z, losses = self._optimise(z0[idx.reshape(-1)].clone(), c, models, dec, generator)
@@ -149,7 +175,8 @@ class GenerativeInversion(Attack[ClassifierRelease]):
             if progress is not None:
                 progress("restarts", r + 1, self.restarts)
         zs = torch.cat(pooled, 1)
-        return self._final(zs, dec, model, generator, trace)
+        judges = models if self.robust_select else [model]
+        return self._final(zs, dec, judges, generator, trace)
 
     def _optimise(
         self,
@@ -166,10 +193,15 @@ class GenerativeInversion(Attack[ClassifierRelease]):
         losses: list[tuple[int, float]] = []
         for step in range(self.steps):
             img = dec(z)
-            view = aug(img, gen) if self.augment else img
-            loss = torch.stack(
-                [identity_loss(m(view), target, self.loss, self.temperature).mean() for m in models]
-            ).mean()
+            view = noisy(aug(img, gen) if self.augment else img, self.noise, gen)
+            each = [
+                identity_loss(m(view), target, self.loss, self.temperature).mean() for m in models
+            ]
+            loss = self.target_weight * each[0]
+            if len(each) > 1:
+                loss = (loss + torch.stack(each[1:]).sum()) / (self.target_weight + len(each) - 1)
+            if self.latent_reg:
+                loss = loss + self.latent_reg * 0.5 * z.pow(2).sum(1).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -183,7 +215,7 @@ class GenerativeInversion(Attack[ClassifierRelease]):
         self,
         zs: torch.Tensor,
         dec: nn.Module,
-        model: nn.Module,
+        judges: list[nn.Module],
         gen: torch.Generator,
         trace: list[dict[str, float]],
     ) -> Reconstruction:
@@ -193,7 +225,13 @@ class GenerativeInversion(Attack[ClassifierRelease]):
             for k in range(c):
                 imgs = dec(zs[k])
                 s = mean_scores(
-                    [model], imgs, self.select, self.selection_transforms, augmenter(self.flip), gen
+                    judges,
+                    imgs,
+                    self.select,
+                    self.selection_transforms,
+                    augmenter(self.flip),
+                    gen,
+                    self.noise,
                 )[:, k]
                 best = s.topk(self.final).indices
                 images.append(imgs[best])

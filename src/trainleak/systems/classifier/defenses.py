@@ -74,9 +74,9 @@ class MixUp(Standard):
     def loss(
         self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, box: Box, gen: torch.Generator
     ) -> torch.Tensor:
-        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen, device=gen.device))
         lam = float(np.random.default_rng(seed).beta(self.alpha, self.alpha))
-        perm = torch.randperm(len(x), generator=gen)
+        perm = torch.randperm(len(x), generator=gen, device=gen.device).to(x.device)
         out = model(lam * x + (1 - lam) * x[perm])
         return lam * F.cross_entropy(out, y) + (1 - lam) * F.cross_entropy(out, y[perm])
 
@@ -117,7 +117,7 @@ class ATAT(Standard):
     ) -> torch.Tensor:
         out = model(x)
         c = int(out.shape[1])
-        t = torch.randint(0, c, y.shape, generator=gen)
+        t = torch.randint(0, c, y.shape, generator=gen, device=gen.device).to(y.device)
         t = torch.where(t == y, (t + 1) % c, t)
         adv = pgd(
             model,

@@ -28,7 +28,11 @@ class PriorSettings:
         steps: Adam steps.
         lr: learning rate.
         batch_size: minibatch size.
-        beta: weight of the KL term.
+        beta: weight of the KL term (below 1: sharper samples, a less regular latent).
+        channels: ``0`` for the MLP decoder, else the feature maps of the DCGAN-style
+            convolutional decoder (:class:`~trainleak.models.generative.ConvVAEDecoder`).
+        flip: train on random horizontal mirror images too (faces: a mirrored public face is
+            another public face; the split is unchanged).
     """
 
     latent_dim: int = param(16, ge=1, integer=True)
@@ -37,6 +41,8 @@ class PriorSettings:
     lr: float = param(1e-3, gt=0)
     batch_size: int = param(128, ge=1, integer=True)
     beta: float = param(1.0, gt=0)
+    channels: int = param(0, ge=0, integer=True)
+    flip: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -62,6 +68,7 @@ def train_prior(
         hidden=settings.hidden,
         low=lo,
         high=hi,
+        **({"channels": settings.channels} if settings.channels else {}),
     )
     vae = build_model(spec, seed=seed)
     if not isinstance(vae, VAE):
@@ -70,22 +77,33 @@ def train_prior(
     opt = torch.optim.Adam(vae.parameters(), lr=settings.lr)
     target01 = ((x - lo) / (hi - lo)).clamp(0, 1)
     for _ in range(settings.steps):
-        idx = torch.randperm(len(x), generator=gen)[: settings.batch_size]
-        mu, logvar = vae.encode(x[idx])
-        z = mu + torch.randn(mu.shape, generator=gen) * (0.5 * logvar).exp()
-        logits = vae.decoder.net(z)
-        rec = F.binary_cross_entropy_with_logits(logits, target01[idx].flatten(1), reduction="sum")
+        idx = torch.randperm(len(x), generator=gen, device=gen.device)[: settings.batch_size]
+        idx = idx.to(x.device)
+        xb, tb = x[idx], target01[idx]
+        if settings.flip:
+            mirror = torch.rand(len(idx), generator=gen, device=gen.device) < 0.5
+            mirror = mirror.to(x.device)[:, None, None, None]
+            xb, tb = torch.where(mirror, xb.flip(-1), xb), torch.where(mirror, tb.flip(-1), tb)
+        mu, logvar = vae.encode(xb)
+        noise = torch.randn(mu.shape, generator=gen, device=gen.device).to(mu.device)
+        z = mu + noise * (0.5 * logvar).exp()
+        logits = vae.decoder.logits(z)
+        rec = F.binary_cross_entropy_with_logits(logits, tb, reduction="sum")
         kl = 0.5 * (mu**2 + logvar.exp() - 1 - logvar).sum()
         loss = (rec + settings.beta * kl) / len(idx)
         opt.zero_grad()
         loss.backward()
         opt.step()
     dec_state = {
-        k[len("decoder.") :]: v.detach().clone()
+        k[len("decoder.") :]: v.detach().cpu().clone()
         for k, v in vae.state_dict().items()
         if k.startswith("decoder.")
     }
-    dec_spec = model_spec("vae_decoder", **{k: v for k, v in spec.kwargs.items()})
+    kwargs = dict(spec.kwargs)
+    if settings.channels:
+        kwargs.pop("hidden")
+    kind = "vae_conv_decoder" if settings.channels else "vae_decoder"
+    dec_spec = model_spec(kind, **kwargs)
     return GenerativePrior(
         dec_spec,
         dec_state,

@@ -68,7 +68,8 @@ def _loop(
     opt = torch.optim.Adam(params, lr=settings.lr, weight_decay=settings.weight_decay)
     n = len(x)
     for _ in range(settings.steps):
-        idx = torch.randperm(n, generator=gen)[: settings.batch_size]
+        idx = torch.randperm(n, generator=gen, device=gen.device)[: settings.batch_size]
+        idx = idx.to(x.device)
         model.train()
         loss = defense.loss(model, x[idx], y[idx], box, gen)
         opt.zero_grad()
@@ -149,6 +150,6 @@ def train_classifier(
     _loop(model, x, y, defense, settings, value_range, gen)
     for p in model.parameters():
         p.requires_grad_(True)
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     release = ClassifierRelease(spec, state, tuple(classes), tuple(x.shape[1:]), value_range)  # type: ignore[arg-type]
     return TrainedClassifier(release, accuracy(model, x, y))
