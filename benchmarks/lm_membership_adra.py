@@ -77,6 +77,40 @@ def passive(
     return passive_scores(outs[0], texts, outs[1]), time.process_time() - cpu
 
 
+def fine_tune_until(
+    rel: LanguageModelRelease,
+    train: list[str],
+    texts: list[str],
+    mem: torch.Tensor,
+    args: argparse.Namespace,
+) -> tuple[list[float], dict[int, float]]:
+    """Build the target: LoRA fine-tune in chunks of ``--ft-chunk`` steps (each chunk's adapter
+    merged) until the Min-K%++ (k=0.2) AUROC of the test candidates reaches ``--stop-at`` or
+    ``--ft-steps`` steps are done, so the passive scores land in an informative range (a few
+    passes over 32-word members already give AUROC 1.0 for every passive score). The stopping
+    rule reads test labels on the target-builder side and favours Min-K%++, so it makes the
+    ADRA+ comparison harder, not easier."""
+    losses: list[float] = []
+    curve: dict[int, float] = {}
+    lora = LoraSettings(r=16, alpha=32)
+    while len(losses) < args.ft_steps:
+        n = min(args.ft_chunk, args.ft_steps - len(losses))
+        losses += fine_tune(
+            rel.model, train, n, args.ft_lr, 8, lora=lora, seed=len(losses), max_length=64
+        )
+        enc = encode(rel.model, texts, 64)
+        tg = token_logprobs(rel.model, enc.input_ids, enc.attention_mask, 16)
+        curve[len(losses)] = auroc(passive_scores(tg, texts, None, (0.2,))["minkpp@0.2"], mem)
+        print(
+            f"fine-tune step {len(losses)}: loss {losses[-1]:.3f}, Min-K%++ AUROC "
+            f"{curve[len(losses)]:.3f}",
+            flush=True,
+        )
+        if curve[len(losses)] >= args.stop_at:
+            break
+    return losses, curve
+
+
 def summary(s: torch.Tensor, mem: torch.Tensor) -> dict[str, object]:
     """AUROC, its 95% bootstrap interval and TPR at 1% FPR."""
     lo, hi = auroc_interval(s, mem, 0.95, n_boot=1000, seed=0)
@@ -90,16 +124,12 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     target = LanguageModel(
         copy.deepcopy(base.module), base.tokenizer, "causal", "smollm2-finetuned", base.spec
     )
-    lora = LoraSettings(r=16, alpha=32)
-    c = time.process_time()
-    losses = fine_tune(
-        target, train, args.ft_steps, args.ft_lr, 8, lora=lora, seed=0, max_length=64
-    )
-    ft_cpu = time.process_time() - c
-    print(f"fine-tune loss {losses[0]:.3f} -> {losses[-1]:.3f}, {ft_cpu:.0f} CPU s", flush=True)
     rel = LanguageModelRelease(model=target, reference=base)
     texts, mem = list(split.texts), torch.tensor(split.is_member)
     k = len(texts)
+    c = time.process_time()
+    losses, curve = fine_tune_until(rel, train, texts, mem, args)
+    ft_cpu = time.process_time() - c
     scores, passive_cpu = passive(rel, texts, "float32")
     scores_bf16, passive_bf16_cpu = passive(rel, texts, "bfloat16")
     print({key: round(auroc(v, mem), 3) for key, v in scores.items()}, flush=True)
@@ -131,7 +161,9 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "nonmembers": args.n_members,
         "calibration": 2 * args.n_calibration,
         "words": args.words,
-        "finetune_steps": args.ft_steps,
+        "finetune_steps": len(losses),
+        "finetune_minkpp_curve": curve,
+        "finetune_stop_at": args.stop_at,
         "finetune_lr": args.ft_lr,
         "finetune_loss_first_last": [losses[0], losses[-1]],
         "finetune_cpu_seconds": ft_cpu,
@@ -177,14 +209,16 @@ def main() -> None:
     p.add_argument("--n-calibration", type=int, default=8)
     p.add_argument("--words", type=int, default=32)
     p.add_argument("--ft-steps", type=int, default=24)
-    p.add_argument("--ft-lr", type=float, default=1e-3)
+    p.add_argument("--ft-chunk", type=int, default=2)
+    p.add_argument("--stop-at", type=float, default=0.75)
+    p.add_argument("--ft-lr", type=float, default=5e-4)
     p.add_argument("--rl-steps", type=int, default=6)
     p.add_argument("--rl-lr", type=float, default=1e-3)
     p.add_argument("--prompts", type=int, default=8)
     p.add_argument("--group", type=int, default=4)
     p.add_argument("--samples", type=int, default=4)
     p.add_argument("--new-tokens", type=int, default=24)
-    p.add_argument("--eval-every", type=int, default=2)
+    p.add_argument("--eval-every", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=OUT / "lm_membership_adra.json")
     args = p.parse_args()
