@@ -102,9 +102,9 @@ def token_logprobs(
     (right padding never changes a causal model's outputs on real tokens), so mixed lengths
     cost little padding. ``precision="bfloat16"`` runs the forward pass under CPU/GPU autocast
     in bfloat16 (about 3x faster on CPUs with AVX512-BF16; the statistics stay float32). On
-    SmolLM2 it moves per-token log-probs by 0.03 nats on average but up to about 2 nats on rare
-    tokens, and loss / Min-K%++ scores by up to about 0.04 (``benchmarks/lm_membership.py``
-    measures it against float32), so float32 is the default.
+    SmolLM2 it moves per-token log-probs by 0.03 nats on average but by several nats on rare
+    tokens, and Min-K%++ scores by up to about 0.26 (``benchmarks/lm_membership.py`` measures
+    it against float32), so float32 is the default.
     """
     if lm.kind != "causal":
         raise ConfigError(f"token_logprobs needs a causal language model; {lm.name} is an encoder")
