@@ -235,7 +235,13 @@ def adra_lines(ad: dict[str, Any]) -> list[str]:
         f"- Test AUROC per RL step: {fmt(ad['test_auroc_per_step'])}; calibration AUROC per "
         f"step: {fmt(ad['calibration_auroc_per_step'])}; mean reward per step: "
         f"{fmt(dict(enumerate(ad['mean_reward_per_step'], 1)))}.",
-        f"- RL throughput: {ad['rl_samples_per_second']:.2f} samples/s (wall), "
+        f"- RL throughput: {ad['rl_samples_per_second']:.2f} samples/s (wall"
+        + (
+            f"; {ad['rl_samples_per_cpu_second']:.2f} per CPU second"
+            if ad.get("rl_samples_per_cpu_second")
+            else ""
+        )
+        + "), "
         f"{ad['generation_share']:.0%} of RL time in generation; RL {ad['rl_cpu_seconds']:.0f} "
         f"CPU s, fine-tune {ad['finetune_cpu_seconds']:.0f} CPU s, whole run "
         f"{ad['cpu_seconds']:.0f} CPU s ({ad['wall_seconds']:.0f} s wall, {ad['threads']} "

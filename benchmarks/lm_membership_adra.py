@@ -184,6 +184,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "test_auroc_per_step": {s: auroc(v[:k], mem) for s, v in steps.items()},
         "mean_reward_per_step": [float(r["reward"]) for r in rec.trace],
         "rl_samples_per_second": d["rl_samples_per_second"],
+        "rl_samples_per_cpu_second": d.get("rl_samples_per_cpu_second"),
         "generation_share": d["generation_share"],
         "rl_seconds": d["rl_seconds"],
         "rl_params": params,
