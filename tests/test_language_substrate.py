@@ -131,6 +131,35 @@ def test_token_logprobs_match_the_logits_and_ignore_padding(gpt):
     assert not scores.mask[0, n:].any()
 
 
+def test_length_sorted_batches_give_the_per_sequence_scores(gpt):
+    # Texts of different lengths in an order that length sorting changes; a batch of 2 is cut
+    # to its longest member, and every row must match scoring that text on its own.
+    texts = ["the cat", TEXTS[0], "a dog ran", TEXTS[2], "she wrote"]
+    enc = encode(gpt, texts, max_length=32)
+    batched = token_logprobs(gpt, enc.input_ids, enc.attention_mask, batch_size=2)
+    for i, t in enumerate(texts):
+        one = encode(gpt, [t], max_length=32)
+        alone = token_logprobs(gpt, one.input_ids, one.attention_mask)
+        n = int(alone.lengths()[0])
+        assert int(batched.lengths()[i]) == n
+        for field in ("logprob", "mean", "var"):
+            torch.testing.assert_close(
+                getattr(batched, field)[i, :n], getattr(alone, field)[0, :n], atol=1e-5, rtol=0
+            )
+        assert not batched.mask[i, n:].any()
+    assert bool((batched.var[batched.mask] > 0).all())
+
+
+def test_bfloat16_precision_stays_near_float32_and_bad_precision_is_refused(gpt):
+    enc = encode(gpt, TEXTS, max_length=32)
+    f32 = token_logprobs(gpt, enc.input_ids, enc.attention_mask)
+    bf = token_logprobs(gpt, enc.input_ids, enc.attention_mask, precision="bfloat16")
+    err = (f32.logprob - bf.logprob).abs()[f32.mask]
+    assert 0 < float(err.max()) < 0.1
+    with pytest.raises(ConfigError, match="precision"):
+        token_logprobs(gpt, enc.input_ids, enc.attention_mask, precision="float16")
+
+
 def test_token_logprobs_refuse_foreign_ids(gpt):
     ids = torch.tensor([[1, 2, 999]])
     with pytest.raises(ConfigError, match="vocabulary"):

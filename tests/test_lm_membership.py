@@ -175,6 +175,7 @@ def test_n_sampling_and_adra_run_and_choose_the_step_on_calibration():
     assert calib[chosen] == best
     assert adra.scores.shape == (len(texts),) and ns.scores.shape == (len(texts),)
     assert 0 < d["generation_share"] < 1 and len(adra.trace) == 2
+    assert d["rl_samples_per_cpu_second"] > 0 and all(r["cpu_seconds"] > 0 for r in adra.trace)
     # step 0 of ADRA is n-sampling with the released model
     assert len(d["scores_per_step"][0]) == len(texts)
 

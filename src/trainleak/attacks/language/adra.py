@@ -259,6 +259,7 @@ def _diagnostics(
     samples = sum(r["samples"] for r in trace)
     seconds = sum(r["seconds"] for r in trace)
     gen = sum(r["gen_seconds"] for r in trace)
+    cpu = sum(r["cpu_seconds"] for r in trace)
     return {
         "scores_per_step": {
             s: (r.best if agg == "best" else r.mean).tolist() for s, r in sorted(evals.items())
@@ -266,6 +267,7 @@ def _diagnostics(
         "best_text_per_step": {s: r.best_text for s, r in sorted(evals.items())},
         "best_text": evals[max(evals)].best_text,
         "rl_samples_per_second": samples / seconds if seconds else 0.0,
+        "rl_samples_per_cpu_second": samples / cpu if cpu else 0.0,
         "generation_share": gen / seconds if seconds else 0.0,
         "rl_seconds": seconds,
     }

@@ -87,7 +87,7 @@ def grpo_step(
     generator: torch.Generator,
 ) -> dict[str, float]:
     """One GRPO update on ``prompts`` (reward called with the index into ``prompts``)."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     gen = generate(
         policy,
         prompts,
@@ -128,6 +128,7 @@ def grpo_step(
         "samples": float(n_rows),
         "gen_seconds": t_gen,
         "seconds": time.perf_counter() - t0,
+        "cpu_seconds": time.process_time() - c0,
     }
 
 

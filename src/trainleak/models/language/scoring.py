@@ -52,44 +52,89 @@ def check_ids(lm: LanguageModel, input_ids: torch.Tensor, attention_mask: torch.
         )
 
 
+PRECISIONS: tuple[str, ...] = ("float32", "bfloat16")
+STATS_CHUNK = 16
+"""Positions whose full-vocabulary statistics are computed together: 16 x 49152 float32 values
+(3 MiB) stay in cache; one pass over a whole batch's logits is about 4x slower on SmolLM2."""
+
+
 def next_token_stats(
     logits: torch.Tensor, targets: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """From logits ``(..., V)`` predicting ``targets`` ``(...)``: the target log-prob and the mean
-    and variance of log p under the softmax distribution."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    p = logp.exp()
-    mean = (p * logp).sum(-1)
-    var = (p * logp.square()).sum(-1) - mean.square()
+    and variance of log p under the softmax distribution (computed in float32)."""
+    x = logits.float()
+    logp = x - torch.logsumexp(x, dim=-1, keepdim=True)
+    plogp = logp.exp() * logp
+    mean = plogp.sum(-1)
+    var = (plogp * logp).sum(-1) - mean.square()
     return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1), mean, var.clamp_min(0.0)
 
 
-@torch.no_grad()
+def _batch_stats(
+    logits: torch.Tensor, ids: torch.Tensor, lengths: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`next_token_stats` of every real position of a right-padded batch, in chunks of
+    :data:`STATS_CHUNK` positions (padding skipped); ``(b, width-1)`` each, 0 on padding."""
+    b, width = ids.shape
+    out = torch.zeros((3, b, width - 1), device=logits.device)
+    for row in range(b):
+        n = int(lengths[row]) - 1
+        for s in range(0, n, STATS_CHUNK):
+            e = min(s + STATS_CHUNK, n)
+            lp, mu, var = next_token_stats(logits[row, s:e], ids[row, s + 1 : e + 1])
+            out[0, row, s:e], out[1, row, s:e], out[2, row, s:e] = lp, mu, var
+    return out[0], out[1], out[2]
+
+
 def token_logprobs(
     lm: LanguageModel,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     batch_size: int = 16,
+    *,
+    precision: str = "float32",
 ) -> TokenScores:
     """Per-token log-probs and next-token moments of a causal ``lm``, one forward pass per batch
-    of ``batch_size`` sequences; padding is masked out."""
+    of ``batch_size`` sequences; padding is masked out.
+
+    Sequences are batched in order of length and each batch is cut to its longest sequence
+    (right padding never changes a causal model's outputs on real tokens), so mixed lengths
+    cost little padding. ``precision="bfloat16"`` runs the forward pass under CPU/GPU autocast
+    in bfloat16 (about 3x faster on CPUs with AVX512-BF16; the statistics stay float32). On
+    SmolLM2 it moves per-token log-probs by 0.03 nats on average but by several nats on rare
+    tokens, and Min-K%++ scores by up to about 0.26 (``benchmarks/lm_membership.py`` measures
+    it against float32), so float32 is the default.
+    """
     if lm.kind != "causal":
         raise ConfigError(f"token_logprobs needs a causal language model; {lm.name} is an encoder")
     if batch_size < 1:
         raise ConfigError.invalid("batch_size", "a positive integer", batch_size)
+    if precision not in PRECISIONS:
+        raise ConfigError.invalid("precision", f"one of {PRECISIONS}", precision)
     check_ids(lm, input_ids, attention_mask)
-    outs: list[tuple[torch.Tensor, ...]] = []
+    n, width = input_ids.shape
+    lengths = attention_mask.sum(1)
+    order = torch.argsort(lengths, descending=True, stable=True)
+    out = torch.zeros((3, n, max(width - 1, 0)))
     was_training = lm.module.training
     lm.module.eval()
-    for start in range(0, input_ids.shape[0], batch_size):
-        ids = input_ids[start : start + batch_size]
-        mask = attention_mask[start : start + batch_size]
-        logits = lm.module(input_ids=ids, attention_mask=mask).logits[:, :-1]
-        lp, mu, var = next_token_stats(logits, ids[:, 1:])
-        outs.append((lp, mu, var, (mask[:, 1:] * mask[:, :-1]).bool()))
+    device = next(lm.module.parameters()).device
+    with torch.inference_mode(), _autocast(device, precision):
+        for start in range(0, n, batch_size):
+            idx = order[start : start + batch_size]
+            w = max(int(lengths[idx].max()), 1)
+            ids, mask = input_ids[idx, :w].to(device), attention_mask[idx, :w].to(device)
+            logits = lm.module(input_ids=ids, attention_mask=mask).logits
+            lp, mu, var = _batch_stats(logits, ids, lengths[idx])
+            out[:, idx, : w - 1] = torch.stack([lp, mu, var]).cpu()
     lm.module.train(was_training)
-    cat = [torch.cat([o[i] for o in outs]) for i in range(4)]
-    return TokenScores(cat[0], cat[1], cat[2], cat[3])
+    valid = (attention_mask[:, 1:] * attention_mask[:, :-1]).bool()
+    return TokenScores(out[0].clone(), out[1].clone(), out[2].clone(), valid)
+
+
+def _autocast(device: torch.device, precision: str) -> torch.autocast:
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bfloat16")
 
 
 def sequence_logprob(
