@@ -23,6 +23,7 @@ from typing import ClassVar
 import torch
 
 from trainleak.attacks.base import Attack, Reconstruction, register_attack
+from trainleak.attacks.transformer._localise import placed_candidates
 from trainleak.attacks.transformer._output import pack
 from trainleak.attacks.transformer._spans import RankRule, Spans, build_spans
 from trainleak.errors import ConfigError
@@ -67,8 +68,13 @@ class Dager(Attack[TransformerUpdate]):
         progress: Progress | None,
     ) -> Reconstruction:
         spans = build_spans(release, rank=self.rank, tol=self.tol, exact=self.exact)
+        placed = placed_candidates(release)
         cands = [
-            torch.nonzero(spans.table[t] < self.l1_threshold).flatten().tolist()
+            [
+                v
+                for v in torch.nonzero(spans.table[t] < self.l1_threshold).flatten().tolist()
+                if placed is None or v in placed[t]
+            ]
             for t in range(spans.positions)
         ]
         if not cands[0] and self.exact:

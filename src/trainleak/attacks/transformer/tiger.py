@@ -16,12 +16,14 @@ References:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import torch
 
 from trainleak.attacks.base import Attack, Reconstruction, register_attack
+from trainleak.attacks.transformer._localise import placed_candidates
 from trainleak.attacks.transformer._output import batch_size, pack
 from trainleak.attacks.transformer._spans import RankRule, build_spans
 from trainleak.attacks.transformer._tiger_search import (
@@ -109,8 +111,7 @@ class Tiger(Attack[TransformerUpdate]):
     ) -> Reconstruction:
         batch = batch_size(release, knowledge)
         spans = build_spans(release, rank=self.rank, tol=self.tol, exact=self.exact)
-        k = min(self.candidates or 2 * batch + 2, int(spans.table.shape[1]))
-        cands = spans.table.topk(k, dim=1, largest=False).indices  # (n, K)
+        cands = _candidates(spans.table, placed_candidates(release), self.candidates or 2 * batch + 2)
         # noise floor: the best layer-1 fit, typical over the first half of the positions
         floor = float(spans.table[: max(spans.positions // 2, 1)].min(dim=1).values.median())
         gamma = (self.margin * spans.table.pow(2).median(dim=1).values).clamp_max(
@@ -177,3 +178,19 @@ class Tiger(Attack[TransformerUpdate]):
         self, release: TransformerUpdate, knowledge: Knowledge
     ) -> tuple[int, ...] | None:
         return (release.max_length,)
+
+
+def _candidates(table: torch.Tensor, placed: list[set[int]] | None, k: int) -> torch.Tensor:
+    """``(n, K)`` token ids per position nearest the layer-1 span; with the embedding
+    gradient's placement (encoders), only placed tokens, ``K`` raised to the largest placed
+    set (a top-``K`` among tokens tied at float precision would drop true ones), rows short of
+    ``K`` padded with their best token."""
+    if placed is None:
+        return table.topk(min(k, int(table.shape[1])), dim=1, largest=False).indices
+    masked = torch.full_like(table, math.inf)
+    for t, allowed in enumerate(placed):
+        idx = torch.tensor(sorted(allowed) or [int(table[t].argmin())], dtype=torch.long)
+        masked[t, idx] = table[t, idx]
+    k = max(k, max(len(a) for a in placed))
+    top = masked.topk(min(k, int(table.shape[1])), dim=1, largest=False)
+    return torch.where(torch.isinf(top.values), top.indices[:, :1], top.indices)
