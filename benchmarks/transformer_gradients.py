@@ -8,7 +8,8 @@ Parts:
   for DAGER and TIGER, noiseless and with Gaussian noise at ``--noise`` x each tensor's RMS.
   The runtime target compares TIGER's seconds with DAGER's exhaustive search, whose cost is
   the product of the layer-1 candidate counts times the seconds per evaluated sequence measured
-  in the same run (an extrapolation: enumerating it is infeasible at n = 32).
+  in the same run (an extrapolation: enumerating it is infeasible at n = 32); the product over
+  the tokens the embedding gradient places is reported too.
 - ``smollm2``: SmolLM2-135M (LLaMA decoder, width 576), B in {1, 4}, noiseless and over the
   noise levels until DAGER's ROUGE-1 drops below 0.5.
 
@@ -31,6 +32,7 @@ from typing import Any
 
 import torch
 
+from trainleak.attacks.transformer._localise import placed_candidates
 from trainleak.attacks.transformer._spans import build_spans
 from trainleak.attacks.transformer.dager import Dager
 from trainleak.attacks.transformer.tiger import Tiger
@@ -79,15 +81,22 @@ def _exhaustive_seconds(lm: Any, texts: list[str], n: int) -> dict[str, float]:
     _, rel = client_release(lm, texts, n)
     spans = build_spans(rel, rank="tolerance", tol=None, exact=True)
     counts = [int((spans.table[t] < 1e-5).sum()) for t in range(n)]
+    placed = placed_candidates(rel) or [set()] * n
+    placed_counts = [
+        len([v for v in place if float(spans.table[t, v]) < 1e-5]) for t, place in enumerate(placed)
+    ]
     sample = [[int(spans.table[t].argmin()) for t in range(n)] for _ in range(64)]
     start = time.perf_counter()
     spans.distances(sample)
     per_seq = (time.perf_counter() - start) / len(sample)
     combos = 1.0
-    for c in counts[1:-1]:
+    combos_placed = 1.0
+    for c, cp in zip(counts[1:-1], placed_counts[1:-1], strict=True):
         combos *= max(c, 1)
+        combos_placed *= max(cp, 1)
     return {
         "combinations": combos,
+        "combinations_placed": combos_placed,
         "seconds_per_sequence": per_seq,
         "exhaustive_seconds": combos * per_seq,
     }

@@ -8,10 +8,11 @@ sequences: from a start, each sweep sets every position to the candidate token m
     J(s) = sum_t log(d1_t^2 + d2_t^2 + eps)
 
 (``d_l``: the span distance of the layer-``l`` input at position ``t`` of ``s`` closed by the
-end token), then picks the best length. The logarithm rewards a position that fits exactly
-far more than it penalises one that does not, so the sweep locks in the positions whose
-context is already right instead of trading them for a smaller mean (with the squared
-distances alone, descent from a sequence with 4 of 14 tokens wrong ended further from it).
+end token), visiting the positions worst fit first, then picks the best length. The
+logarithm rewards a position that fits exactly far more than it penalises one that does not,
+so the sweep locks in the positions whose context is already right instead of trading them
+for a smaller mean (with the squared distances alone, descent from a sequence with 4 of 14
+tokens wrong ended further from it).
 Restarts begin from coverage starts: at each position a candidate that no accepted sequence
 uses there, so each restart is drawn towards a sequence not yet found (the assignment of the
 tokens at each position to the ``B`` sequences, Petrov et al., *DAGER*, NeurIPS 2024, for the
@@ -61,6 +62,16 @@ def _best_length(state: Assignment, body: list[int]) -> tuple[int, float, float]
     return state.lengths[i], scores[i][0], scores[i][1]
 
 
+def _worst_first(state: Assignment, body: list[int], length: int) -> list[int]:
+    """The free positions (two or more candidates) of the closed ``body``, worst fit first: a
+    wrong token is repaired before its neighbours are changed to fit it."""
+    d = state.spans.distances([state.close(body, length)])[0]
+    state.evaluated += 1
+    cost = (d**2).sum(0)
+    free = [t for t in range(length - 1) if len(state.cands[t]) >= 2]
+    return sorted(free, key=lambda t: -float(cost[t]))
+
+
 def descend(state: Assignment, body: list[int], sweeps: int) -> tuple[list[int], float, float]:
     """Coordinate descent of ``J`` from ``body`` (one token per position); returns the closed
     sequence, its ``J`` and its worst span distance."""
@@ -68,9 +79,7 @@ def descend(state: Assignment, body: list[int], sweeps: int) -> tuple[list[int],
     length, best, worst = _best_length(state, body)
     for _ in range(sweeps):
         before = best
-        for t in range(length - 1):
-            if len(state.cands[t]) < 2:
-                continue
+        for t in _worst_first(state, body, length):
             trials = []
             for v in state.cands[t]:
                 s = list(body)

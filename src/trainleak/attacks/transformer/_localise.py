@@ -118,7 +118,7 @@ def placed_candidates(
         return None
     (word, gword), (pos, gpos), (seg, _) = (tabs[k] for k in _NAMES)
     norms = gword.norm(dim=1)
-    if float(norms.median()) > 0:
+    if not bool((norms == 0).any()):  # noised (or every token used): no exact zeros
         return None
     n = release.max_length
     bag = torch.nonzero(norms > 0).flatten().tolist()
