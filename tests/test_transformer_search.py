@@ -91,7 +91,7 @@ def test_descent_repairs_a_wrong_token() -> None:
     inner = [[v for v in row if v != spans.end_id] for row in full]
     state = Assignment(spans, inner, lengths_from(full, spans.end_id), 1e-12, 1e-3)
     start = list(seq[:-1]) + [inner[9][0] if inner[9] else seq[0]]
-    start[4] = next(v for v in inner[4] if v != seq[4])
+    start[3] = next(v for v in inner[3] if v != seq[3])  # a word occurring once
     found, j, worst = descend(state, start, 4)
     assert found == seq
     assert worst < 1e-8
