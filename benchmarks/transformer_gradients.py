@@ -43,6 +43,7 @@ from trainleak.systems.transformer_clients import wikitext_sentences
 OUT = Path(__file__).resolve().parent / "results"
 PARTIAL: list[dict] = []
 PARTIAL_TAG = [""]
+ONLY: list[str] = []
 
 
 def _write(tag: str, res: dict[str, Any]) -> None:
@@ -55,7 +56,9 @@ def _cell(lm: Any, texts: list[str], n: int, noise: float, tiger_steps: int) -> 
     batch, rel = client_release(lm, texts, n, noise=noise)
     dager = Dager(beam_width=32) if noise == 0 else Dager(rank="batch", exact=False, beam_width=32)
     rows = []
-    for c in run_attacks(batch, rel, {"dager": dager, "tiger": Tiger(steps=tiger_steps)}):
+    attacks = {"dager": dager, "tiger": Tiger(steps=tiger_steps)}
+    attacks = {k: v for k, v in attacks.items() if k in ONLY} if ONLY else attacks
+    for c in run_attacks(batch, rel, attacks):
         rows.append(
             {
                 "model": lm.name,
@@ -102,14 +105,17 @@ def _exhaustive_seconds(lm: Any, texts: list[str], n: int) -> dict[str, float]:
     }
 
 
-def minilm(lengths: list[int], noise: float, steps: int) -> dict[str, Any]:
+def minilm(lengths: list[int], noise: float, steps: int, noiseless: bool = True) -> dict[str, Any]:
     lm = load_minilm(num_labels=2)
     lm.module.double()
     texts = wikitext_sentences(8, seed=0, min_words=8, max_words=40)
     rows: list[dict] = []
-    for n in lengths:
+    for n in lengths if noiseless else []:
         rows += _cell(lm, texts, n, 0.0, steps)
-    rows += _cell(lm, texts, lengths[-1], noise, steps)
+    if noise > 0:
+        rows += _cell(lm, texts, lengths[-1], noise, steps)
+    if not noiseless:
+        return {"rows": rows}
     ex = _exhaustive_seconds(lm, texts, lengths[-1])
     tiger = next(
         r for r in rows if r["attack"] == "tiger" and r["noise"] == 0 and r["n"] == lengths[-1]
@@ -168,6 +174,10 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--parts", nargs="+", default=["minilm", "smollm2"])
     ap.add_argument("--tag", default="", help="suffix of the result files")
+    ap.add_argument("--attacks", nargs="+", default=[], help="run only these (default: both)")
+    ap.add_argument(
+        "--noise-only", action="store_true", help="MiniLM: only the noised cell (no runtime)"
+    )
     args = ap.parse_args()
     torch.set_num_threads(max(torch.get_num_threads(), 1))
     res: dict[str, Any] = {
@@ -175,9 +185,10 @@ def main() -> None:
         f"{torch.get_num_threads()} threads"
     }
     PARTIAL_TAG[0] = args.tag
+    ONLY[:] = args.attacks
     for part in args.parts:
         if part == "minilm":
-            res["minilm"] = minilm(args.lengths, args.noise, args.steps)
+            res["minilm"] = minilm(args.lengths, args.noise, args.steps, not args.noise_only)
         else:
             res["smollm2"] = smollm2(args.smollm2_length, args.smollm2_noises, args.steps)
         _write(args.tag, res)
