@@ -165,6 +165,24 @@ def _markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merge(tag: str, parts: list[str]) -> None:
+    """Write ``tag``'s result files from the rows (final or partial) and runtime blocks of the
+    result files of ``parts`` (cells run in separate processes at the same time)."""
+    rows: list[dict] = []
+    runtime: dict[str, Any] = {}
+    machines = []
+    for part in parts:
+        res = json.loads((OUT / f"transformer_gradients{part}.json").read_text())
+        machines.append(res.get("machine", "?"))
+        rows += res.get("minilm", {}).get("rows", []) or res.get("partial_rows", [])
+        runtime.update(res.get("minilm", {}).get("runtime", {}))
+    merged = {
+        "machine": f"{machines[0]}; merged from {', '.join(parts)} (run concurrently)",
+        "minilm": {"rows": rows, "runtime": runtime},
+    }
+    _write(tag, merged)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lengths", type=int, nargs="+", default=[16, 32])
@@ -174,11 +192,15 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--parts", nargs="+", default=["minilm", "smollm2"])
     ap.add_argument("--tag", default="", help="suffix of the result files")
+    ap.add_argument("--merge", nargs="+", default=[], help="merge these tags' results into --tag")
     ap.add_argument("--attacks", nargs="+", default=[], help="run only these (default: both)")
     ap.add_argument(
         "--noise-only", action="store_true", help="MiniLM: only the noised cell (no runtime)"
     )
     args = ap.parse_args()
+    if args.merge:
+        merge(args.tag, args.merge)
+        return
     torch.set_num_threads(max(torch.get_num_threads(), 1))
     res: dict[str, Any] = {
         "machine": f"{platform.processor() or platform.machine()}, "
