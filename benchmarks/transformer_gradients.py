@@ -17,6 +17,14 @@ Clients run in float64 (the noiseless cells then test the attacks, not float32 r
 
 Usage:
     python benchmarks/transformer_gradients.py [--lengths 16 32] [--parts minilm smollm2]
+    # the MiniLM cells split over processes, then merged:
+    python benchmarks/transformer_gradients.py --parts minilm --tag _minilm
+    python benchmarks/transformer_gradients.py --parts minilm --lengths 32 --noise 0 \
+        --attacks tiger --tag _minilm_tiger32
+    python benchmarks/transformer_gradients.py --parts minilm --lengths 32 --noise-only \
+        --tag _minilm_noise
+    python benchmarks/transformer_gradients.py --merge _minilm _minilm_tiger32 _minilm_noise \
+        --tag _minilm
 
 Writes ``benchmarks/results/transformer_gradients{--tag}.json`` and ``.md``.
 """
