@@ -8,7 +8,8 @@ Parts:
   for DAGER and TIGER, noiseless and with Gaussian noise at ``--noise`` x each tensor's RMS.
   The runtime target compares TIGER's seconds with DAGER's exhaustive search, whose cost is
   the product of the layer-1 candidate counts times the seconds per evaluated sequence measured
-  in the same run (an extrapolation: enumerating it is infeasible at n = 32).
+  in the same run (an extrapolation: enumerating it is infeasible at n = 32); the product over
+  the tokens the embedding gradient places is reported too.
 - ``smollm2``: SmolLM2-135M (LLaMA decoder, width 576), B in {1, 4}, noiseless and over the
   noise levels until DAGER's ROUGE-1 drops below 0.5.
 
@@ -16,6 +17,14 @@ Clients run in float64 (the noiseless cells then test the attacks, not float32 r
 
 Usage:
     python benchmarks/transformer_gradients.py [--lengths 16 32] [--parts minilm smollm2]
+    # the MiniLM cells split over processes, then merged:
+    python benchmarks/transformer_gradients.py --parts minilm --tag _minilm
+    python benchmarks/transformer_gradients.py --parts minilm --lengths 32 --noise 0 \
+        --attacks tiger --tag _minilm_tiger32
+    python benchmarks/transformer_gradients.py --parts minilm --lengths 32 --noise-only \
+        --tag _minilm_noise
+    python benchmarks/transformer_gradients.py --merge _minilm _minilm_tiger32 _minilm_noise \
+        --tag _minilm
 
 Writes ``benchmarks/results/transformer_gradients{--tag}.json`` and ``.md``.
 """
@@ -31,6 +40,7 @@ from typing import Any
 
 import torch
 
+from trainleak.attacks.transformer._localise import placed_candidates
 from trainleak.attacks.transformer._spans import build_spans
 from trainleak.attacks.transformer.dager import Dager
 from trainleak.attacks.transformer.tiger import Tiger
@@ -41,6 +51,7 @@ from trainleak.systems.transformer_clients import wikitext_sentences
 OUT = Path(__file__).resolve().parent / "results"
 PARTIAL: list[dict] = []
 PARTIAL_TAG = [""]
+ONLY: list[str] = []
 
 
 def _write(tag: str, res: dict[str, Any]) -> None:
@@ -53,7 +64,9 @@ def _cell(lm: Any, texts: list[str], n: int, noise: float, tiger_steps: int) -> 
     batch, rel = client_release(lm, texts, n, noise=noise)
     dager = Dager(beam_width=32) if noise == 0 else Dager(rank="batch", exact=False, beam_width=32)
     rows = []
-    for c in run_attacks(batch, rel, {"dager": dager, "tiger": Tiger(steps=tiger_steps)}):
+    attacks = {"dager": dager, "tiger": Tiger(steps=tiger_steps)}
+    attacks = {k: v for k, v in attacks.items() if k in ONLY} if ONLY else attacks
+    for c in run_attacks(batch, rel, attacks):
         rows.append(
             {
                 "model": lm.name,
@@ -79,28 +92,38 @@ def _exhaustive_seconds(lm: Any, texts: list[str], n: int) -> dict[str, float]:
     _, rel = client_release(lm, texts, n)
     spans = build_spans(rel, rank="tolerance", tol=None, exact=True)
     counts = [int((spans.table[t] < 1e-5).sum()) for t in range(n)]
+    placed = placed_candidates(rel) or [set()] * n
+    placed_counts = [
+        len([v for v in place if float(spans.table[t, v]) < 1e-5]) for t, place in enumerate(placed)
+    ]
     sample = [[int(spans.table[t].argmin()) for t in range(n)] for _ in range(64)]
     start = time.perf_counter()
     spans.distances(sample)
     per_seq = (time.perf_counter() - start) / len(sample)
     combos = 1.0
-    for c in counts[1:-1]:
+    combos_placed = 1.0
+    for c, cp in zip(counts[1:-1], placed_counts[1:-1], strict=True):
         combos *= max(c, 1)
+        combos_placed *= max(cp, 1)
     return {
         "combinations": combos,
+        "combinations_placed": combos_placed,
         "seconds_per_sequence": per_seq,
         "exhaustive_seconds": combos * per_seq,
     }
 
 
-def minilm(lengths: list[int], noise: float, steps: int) -> dict[str, Any]:
+def minilm(lengths: list[int], noise: float, steps: int, noiseless: bool = True) -> dict[str, Any]:
     lm = load_minilm(num_labels=2)
     lm.module.double()
     texts = wikitext_sentences(8, seed=0, min_words=8, max_words=40)
     rows: list[dict] = []
-    for n in lengths:
+    for n in lengths if noiseless else []:
         rows += _cell(lm, texts, n, 0.0, steps)
-    rows += _cell(lm, texts, lengths[-1], noise, steps)
+    if noise > 0:
+        rows += _cell(lm, texts, lengths[-1], noise, steps)
+    if not noiseless:
+        return {"rows": rows}
     ex = _exhaustive_seconds(lm, texts, lengths[-1])
     tiger = next(
         r for r in rows if r["attack"] == "tiger" and r["noise"] == 0 and r["n"] == lengths[-1]
@@ -150,6 +173,24 @@ def _markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merge(tag: str, parts: list[str]) -> None:
+    """Write ``tag``'s result files from the rows (final or partial) and runtime blocks of the
+    result files of ``parts`` (cells run in separate processes at the same time)."""
+    rows: list[dict] = []
+    runtime: dict[str, Any] = {}
+    machines = []
+    for part in parts:
+        res = json.loads((OUT / f"transformer_gradients{part}.json").read_text())
+        machines.append(res.get("machine", "?"))
+        rows += res.get("minilm", {}).get("rows", []) or res.get("partial_rows", [])
+        runtime.update(res.get("minilm", {}).get("runtime", {}))
+    merged = {
+        "machine": f"{machines[0]}; merged from {', '.join(parts)} (run concurrently)",
+        "minilm": {"rows": rows, "runtime": runtime},
+    }
+    _write(tag, merged)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lengths", type=int, nargs="+", default=[16, 32])
@@ -159,16 +200,25 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--parts", nargs="+", default=["minilm", "smollm2"])
     ap.add_argument("--tag", default="", help="suffix of the result files")
+    ap.add_argument("--merge", nargs="+", default=[], help="merge these tags' results into --tag")
+    ap.add_argument("--attacks", nargs="+", default=[], help="run only these (default: both)")
+    ap.add_argument(
+        "--noise-only", action="store_true", help="MiniLM: only the noised cell (no runtime)"
+    )
     args = ap.parse_args()
+    if args.merge:
+        merge(args.tag, args.merge)
+        return
     torch.set_num_threads(max(torch.get_num_threads(), 1))
     res: dict[str, Any] = {
         "machine": f"{platform.processor() or platform.machine()}, "
         f"{torch.get_num_threads()} threads"
     }
     PARTIAL_TAG[0] = args.tag
+    ONLY[:] = args.attacks
     for part in args.parts:
         if part == "minilm":
-            res["minilm"] = minilm(args.lengths, args.noise, args.steps)
+            res["minilm"] = minilm(args.lengths, args.noise, args.steps, not args.noise_only)
         else:
             res["smollm2"] = smollm2(args.smollm2_length, args.smollm2_noises, args.steps)
         _write(args.tag, res)

@@ -90,7 +90,7 @@ def _rows(
 def _combinations(lm: LanguageModel, texts: list[str], length: int) -> float:
     """Product of DAGER's noiseless layer-1 candidate counts (exhaustive search size)."""
     _, rel = client_release(lm, texts, length)
-    out = Dager(max_combinations=1, beam_width=1)(rel)
+    out = Dager(max_combinations=1, beam_width=1, restarts=1, sweeps=1)(rel)
     prod = 1.0
     for c in out.diagnostics["candidates_per_position"]:
         prod *= max(int(c), 1)

@@ -5,8 +5,12 @@ the first Q/K/V gradient (distance below ``l1_threshold``); layer 2: candidate s
 from the surviving tokens are run through the first block and kept when every position's
 input to the second block lies in that block's gradient row space (``l2_threshold``). Decoders
 are searched greedily left to right (a causal prefix fixes its positions); encoders by
-exhaustive enumeration per length, or a beam when the product of candidate counts exceeds
-``max_combinations`` (the heuristic part of DAGER's encoder search).
+exhaustive enumeration per length, or, when the product of candidate counts exceeds
+``max_combinations``, restarts of coordinate descent on a log span distance over whole
+sequences (:mod:`._assign`; DAGER's own heuristic here is a prefix beam, which on a pretrained
+encoder loses the true prefixes, docs/decisions.md). On BERT-style encoders with a noiseless
+gradient the layer-1 candidates are first restricted to the tokens the embedding gradient
+places at each position (:mod:`._localise`).
 
 References:
     Petrov, Dimitrov, Baader, Mueller, Vechev, *DAGER: Exact Gradient Inversion for Large
@@ -23,6 +27,8 @@ from typing import ClassVar
 import torch
 
 from trainleak.attacks.base import Attack, Reconstruction, register_attack
+from trainleak.attacks.transformer._assign import Assignment, lengths_from, search
+from trainleak.attacks.transformer._localise import placed_candidates
 from trainleak.attacks.transformer._output import pack
 from trainleak.attacks.transformer._spans import RankRule, Spans, build_spans
 from trainleak.errors import ConfigError
@@ -43,7 +49,10 @@ class Dager(Attack[TransformerUpdate]):
         rank: ``"tolerance"`` (singular values above ``tol``) or ``"batch"`` (top ``B * n``).
         tol: relative singular-value tolerance (``None``: dtype precision).
         max_combinations: largest encoder search enumerated exhaustively per length.
-        beam_width: prefixes kept per step by the beam (encoders) and the greedy search.
+        beam_width: prefixes kept per step by the greedy decoder search.
+        restarts: descents of the encoder search (0: ``6 B``).
+        sweeps: coordinate sweeps per descent.
+        eps: floor added to the squared distances inside the encoder search's logarithm.
         exact: refuse a batch with ``B * n`` not below the layer width.
     """
 
@@ -57,6 +66,9 @@ class Dager(Attack[TransformerUpdate]):
     tol: float | None = param(None, gt=0, lt=1)
     max_combinations: int = param(20000, ge=1, integer=True)
     beam_width: int = param(256, ge=1, integer=True)
+    restarts: int = param(0, ge=0, integer=True)
+    sweeps: int = param(4, ge=1, integer=True)
+    eps: float = param(1e-12, gt=0, lt=1)
     exact: bool = True
 
     def run(
@@ -67,8 +79,13 @@ class Dager(Attack[TransformerUpdate]):
         progress: Progress | None,
     ) -> Reconstruction:
         spans = build_spans(release, rank=self.rank, tol=self.tol, exact=self.exact)
+        placed = placed_candidates(release)
         cands = [
-            torch.nonzero(spans.table[t] < self.l1_threshold).flatten().tolist()
+            [
+                v
+                for v in torch.nonzero(spans.table[t] < self.l1_threshold).flatten().tolist()
+                if placed is None or v in placed[t]
+            ]
             for t in range(spans.positions)
         ]
         if not cands[0] and self.exact:
@@ -77,8 +94,10 @@ class Dager(Attack[TransformerUpdate]):
                 "gradient was not computed at these weights or with this tokenizer (or is "
                 "noised; raise l1_threshold or use rank='batch')"
             )
-        search = _decoder_search if spans.causal else _encoder_search
-        found, evaluated = search(self, spans, cands)
+        if spans.causal:
+            found, evaluated = _decoder_search(self, spans, cands)
+        else:
+            found, evaluated = _encoder_search(self, spans, cands, release.batch_size, generator)
         # longest first: every prefix of a decoder's sequence passes too, and an unextendable
         # short sequence can have a smaller worst distance than the full one
         found.sort(key=lambda item: (-len(item[0]), item[1]))
@@ -135,18 +154,28 @@ def _decoder_search(
 
 
 def _encoder_search(
-    att: Dager, spans: Spans, cands: list[list[int]]
+    att: Dager,
+    spans: Spans,
+    cands: list[list[int]],
+    batch: int | None,
+    generator: torch.Generator,
 ) -> tuple[list[tuple[list[int], float]], int]:
     """Per length ``l`` with the end token a candidate at ``l - 1``: all combinations of the
     candidates at positions ``0 .. l - 2`` when the product is at most ``max_combinations``;
-    otherwise one left-to-right beam whose prefixes are closed and tested wherever the end
-    token is a candidate."""
+    otherwise the restarted coordinate descent of :mod:`._assign` (only its accepted
+    sequences are returned)."""
     inner = [[v for v in c if v != spans.end_id] for c in cands]
     ends = [t for t in range(1, spans.positions) if spans.end_id in cands[t]]
     if not ends:
         return [], 0
     if math.prod(max(len(c), 1) for c in inner[: ends[-1]]) > att.max_combinations:
-        return _beam(att, spans, inner, set(ends))
+        lengths = lengths_from(cands, spans.end_id)
+        if not lengths:
+            return [], 0
+        b = batch or spans.positions
+        state = Assignment(spans, inner, lengths, att.eps, att.l2_threshold)
+        search(state, b, [], att.restarts or 6 * b, att.sweeps, generator)
+        return list(state.accepted), state.evaluated
     found: list[tuple[list[int], float]] = []
     evaluated = 0
     for t_end in ends:
@@ -164,26 +193,3 @@ def _accept(att: Dager, spans: Spans, seqs: list[list[int]]) -> list[tuple[list[
         if float(d.max()) < att.l2_threshold:
             out.append((s, float(d.max())))
     return out
-
-
-def _beam(
-    att: Dager, spans: Spans, inner: list[list[int]], ends: set[int]
-) -> tuple[list[tuple[list[int], float]], int]:
-    """Beam over prefixes, each scored by the mean layer-2 distance of the prefix closed with
-    the end token (an approximation: an encoder's later tokens change earlier positions)."""
-    beam: list[list[int]] = [[]]
-    found: list[tuple[list[int], float]] = []
-    evaluated = 0
-    for t in range(spans.positions):
-        if t in ends:
-            closed = [p + [spans.end_id] for p in beam]
-            found += _accept(att, spans, closed)
-            evaluated += len(closed)
-        trials = [p + [v] for p in beam for v in inner[t]]
-        if not trials:
-            break
-        dists = spans.distances([s + [spans.end_id] for s in trials])
-        evaluated += len(trials)
-        order = sorted(range(len(trials)), key=lambda i: float(dists[i][1, :-1].mean()))
-        beam = [trials[i] for i in order[: att.beam_width]]
-    return found, evaluated

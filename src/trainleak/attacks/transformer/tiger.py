@@ -6,7 +6,10 @@ layers, decodes, and refines by discrete local search on the same distance; a fi
 certifies the sequences that pass DAGER's layer-2 test. Under noise the subspaces are the top
 ``B * n`` singular directions, and distances degrade gracefully where thresholds fail. Lengths
 are unknown: each sequence's length is chosen by the same objective (see
-:mod:`._tiger_search`).
+:mod:`._tiger_search`). On a BERT-style encoder with a noiseless gradient the candidates are
+the tokens the embedding gradient places at each position (:mod:`._localise`) and the
+decodes start the restarted coordinate descent of :mod:`._assign` instead of the peeling
+search.
 
 References:
     Kalikman, Petrov, Dimitrov, Vechev, *TIGER: Inverting Transformer Gradients via
@@ -16,14 +19,17 @@ References:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import torch
 
 from trainleak.attacks.base import Attack, Reconstruction, register_attack
+from trainleak.attacks.transformer._assign import Assignment, lengths_from, pad_body, search
+from trainleak.attacks.transformer._localise import placed_candidates
 from trainleak.attacks.transformer._output import batch_size, pack
-from trainleak.attacks.transformer._spans import RankRule, build_spans
+from trainleak.attacks.transformer._spans import RankRule, Spans, build_spans
 from trainleak.attacks.transformer._tiger_search import (
     Continuous,
     Peeling,
@@ -56,6 +62,8 @@ class Tiger(Attack[TransformerUpdate]):
         coverage_weight: weight of the coverage term against collapse.
         lm_prior: weight of the language-model prior (decoders only; 0 disables it).
         sweeps: discrete local-search sweeps per sequence.
+        restarts: descents of the noiseless-encoder search, decodes included (0: ``6 B``).
+        eps: floor added to the squared distances inside that search's logarithm.
         beam: width of the left-to-right beam that builds one more start per sequence slot
             besides the continuous stage's decodes (0: ``B``).
         margin: a position is worth keeping when its squared distances sum below ``margin``
@@ -85,6 +93,8 @@ class Tiger(Attack[TransformerUpdate]):
     coverage_weight: float = param(1.0, ge=0)
     lm_prior: float = param(0.0, ge=0)
     sweeps: int = param(3, ge=1, integer=True)
+    restarts: int = param(0, ge=0, integer=True)
+    eps: float = param(1e-12, gt=0, lt=1)
     beam: int = param(0, ge=0, integer=True)
     margin: float = param(0.25, gt=0, le=1)
     floor_ratio: float = param(20.0, gt=1)
@@ -109,8 +119,8 @@ class Tiger(Attack[TransformerUpdate]):
     ) -> Reconstruction:
         batch = batch_size(release, knowledge)
         spans = build_spans(release, rank=self.rank, tol=self.tol, exact=self.exact)
-        k = min(self.candidates or 2 * batch + 2, int(spans.table.shape[1]))
-        cands = spans.table.topk(k, dim=1, largest=False).indices  # (n, K)
+        placed = placed_candidates(release)
+        cands = _candidates(spans.table, placed, self.candidates or 2 * batch + 2)
         # noise floor: the best layer-1 fit, typical over the first half of the positions
         floor = float(spans.table[: max(spans.positions // 2, 1)].min(dim=1).values.median())
         gamma = (self.margin * spans.table.pow(2).median(dim=1).values).clamp_max(
@@ -126,8 +136,11 @@ class Tiger(Attack[TransformerUpdate]):
             self.parametrization == "soft_tokens",
         )
         init, trace = continuous_stage(spans, cands, batch, cfg, generator)
-        obj = Peeling(spans, gamma, [None, None])
-        seqs, objectives = self._peel(obj, [row.tolist() for row in init], cands, batch)
+        if placed is not None and not spans.causal:
+            seqs, objectives = self._assign(spans, placed, init, batch, generator)
+        else:
+            obj = Peeling(spans, gamma, [None, None])
+            seqs, objectives = self._peel(obj, [row.tolist() for row in init], cands, batch)
         worst = [float(d.max()) for d in spans.distances(seqs)]
         out = pack(
             seqs,
@@ -144,6 +157,24 @@ class Tiger(Attack[TransformerUpdate]):
             diagnostics=out.diagnostics,
             trace=[{"step": float(i), "loss": v} for i, v in enumerate(trace)],
         )
+
+    def _assign(
+        self,
+        spans: Spans,
+        placed: list[set[int]],
+        init: torch.Tensor,
+        batch: int,
+        generator: torch.Generator,
+    ) -> tuple[list[list[int]], list[float]]:
+        """Noiseless encoder: the decodes start the restarted descent of :mod:`._assign` over
+        the placed tokens (the objective values reported are its worst span distances)."""
+        full = [sorted(p) for p in placed]
+        inner = [[v for v in row if v != spans.end_id] for row in full]
+        lengths = lengths_from(full, spans.end_id) or [spans.positions]
+        state = Assignment(spans, inner, lengths, self.eps, self.span_check)
+        starts = [pad_body(row.tolist(), inner, spans.end_id) for row in init]
+        found = search(state, batch, starts, self.restarts or 6 * batch, self.sweeps, generator)
+        return [s for s, _ in found], [w for _, w in found]
 
     def _peel(
         self, obj: Peeling, pool: list[list[int]], cands: torch.Tensor, batch: int
@@ -177,3 +208,19 @@ class Tiger(Attack[TransformerUpdate]):
         self, release: TransformerUpdate, knowledge: Knowledge
     ) -> tuple[int, ...] | None:
         return (release.max_length,)
+
+
+def _candidates(table: torch.Tensor, placed: list[set[int]] | None, k: int) -> torch.Tensor:
+    """``(n, K)`` token ids per position nearest the layer-1 span; with the embedding
+    gradient's placement (encoders), only placed tokens, ``K`` raised to the largest placed
+    set (a top-``K`` among tokens tied at float precision would drop true ones), rows short of
+    ``K`` padded with their best token."""
+    if placed is None:
+        return table.topk(min(k, int(table.shape[1])), dim=1, largest=False).indices
+    masked = torch.full_like(table, math.inf)
+    for t, allowed in enumerate(placed):
+        idx = torch.tensor(sorted(allowed) or [int(table[t].argmin())], dtype=torch.long)
+        masked[t, idx] = table[t, idx]
+    k = max(k, max(len(a) for a in placed))
+    top = masked.topk(min(k, int(table.shape[1])), dim=1, largest=False)
+    return torch.where(torch.isinf(top.values), top.indices[:, :1], top.indices)

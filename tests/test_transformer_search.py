@@ -1,0 +1,98 @@
+"""Issue 14, encoder search: the embedding gradient places tokens the layer-1 span test cannot
+(the batch's common words fill every position, so every token of the batch passes layer 1
+everywhere, as on all-MiniLM-L6-v2), and the restarted coordinate descent recovers the batch
+that the old top-K candidate selection could not contain."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import pytest
+import torch
+
+from language_fixtures import WORDS, tiny_bert
+from trainleak.attacks.transformer._assign import Assignment, descend, lengths_from
+from trainleak.attacks.transformer._localise import placed_candidates
+from trainleak.attacks.transformer._spans import build_spans
+from trainleak.attacks.transformer.dager import Dager
+from trainleak.attacks.transformer.tiger import Tiger, _candidates
+from trainleak.scenarios.transformer_gradients import client_release, run_attacks
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+B = 5
+
+
+def _texts() -> list[str]:
+    """Five 8-word sentences: a common word ("the", "a", "of", rotating) at every other
+    position, shifted per sentence so common words occur at every position; the other words
+    occur once in the batch."""
+    unique = iter(WORDS[3:])
+    return [
+        " ".join(WORDS[(k + b) % 3] if (k + b) % 2 == 0 else next(unique) for k in range(8))
+        for b in range(B)
+    ]
+
+
+@functools.cache
+def _release():  # type: ignore[no-untyped-def]
+    return client_release(tiny_bert(), _texts(), 10)
+
+
+def test_layer1_passes_the_bag_but_the_embedding_gradient_places_tokens() -> None:
+    batch, rel = _release()
+    seqs = batch.sequences()
+    spans = build_spans(rel, rank="tolerance", tol=None, exact=True)
+    placed = placed_candidates(rel)
+    assert placed is not None
+    for t in range(8):
+        true = {s[t] for s in seqs}
+        layer1 = set(torch.nonzero(spans.table[t] < 1e-5).flatten().tolist())
+        assert true <= placed[t] <= layer1
+        assert len(layer1) >= 4 * len(true)  # the whole bag passes layer 1
+        assert len(placed[t]) <= len(true) + 1
+    counts = {}
+    for s in seqs:
+        for v in s:
+            counts[v] = counts.get(v, 0) + 1
+    for s in seqs:  # a token occurring once is placed at its own position only
+        for t, v in enumerate(s):
+            if counts[v] == 1:
+                assert [p for p in range(10) if v in placed[p]] == [t]
+
+
+def test_old_top_k_selection_drops_true_tokens_the_placement_keeps() -> None:
+    batch, rel = _release()
+    seqs = batch.sequences()
+    spans = build_spans(rel, rank="batch", tol=None, exact=False)
+    old = _candidates(spans.table, None, 2 * B + 2)
+    new = _candidates(spans.table, placed_candidates(rel), 2 * B + 2)
+    missed_old = sum(s[t] not in old[t].tolist() for s in seqs for t in range(len(s)))
+    missed_new = sum(s[t] not in new[t].tolist() for s in seqs for t in range(len(s)))
+    assert missed_old >= 5
+    assert missed_new == 0
+
+
+def test_search_recovers_the_batch_exactly() -> None:
+    batch, rel = _release()
+    cells = run_attacks(batch, rel, {"dager": Dager(max_combinations=1), "tiger": Tiger(steps=40)})
+    for cell in cells:
+        assert cell.scores.exact_rate == 1.0, cell
+
+
+def test_descent_repairs_a_wrong_token() -> None:
+    batch, rel = _release()
+    seq = batch.sequences()[0]
+    spans = build_spans(rel, rank="tolerance", tol=None, exact=True)
+    placed = placed_candidates(rel)
+    assert placed is not None
+    full = [sorted(p) for p in placed]
+    inner = [[v for v in row if v != spans.end_id] for row in full]
+    state = Assignment(spans, inner, lengths_from(full, spans.end_id), 1e-12, 1e-3)
+    start = list(seq[:-1]) + [inner[9][0] if inner[9] else seq[0]]
+    start[3] = next(v for v in inner[3] if v != seq[3])  # a word occurring once
+    found, j, worst = descend(state, start, 4)
+    assert found == seq
+    assert worst < 1e-8
+    assert j < 9 * math.log(1e-11)
