@@ -34,6 +34,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from trainleak.errors import ConfigError
 
 _KEY = "trainleak.constraint"
@@ -213,3 +215,15 @@ def check_choice(name: str, value: Any, choices: Any) -> None:
     """Raise :class:`ConfigError` unless argument ``value`` is one of ``choices`` (a sequence or
     a ``Literal[...]`` type)."""
     Constraint(choices=_choices(choices)).check(name, value)
+
+
+DEVICE_PATTERN = r"^(cpu|cuda(:[0-9]+)?|mps)$"
+
+
+def torch_device(name: str, value: str) -> torch.device:
+    """Argument ``value`` as a :class:`torch.device` (``cpu``, ``cuda``, ``cuda:N``, ``mps``),
+    or a :class:`ConfigError` naming ``name``."""
+    try:
+        return torch.device(value)
+    except (RuntimeError, TypeError):
+        raise ConfigError.invalid(name, "a torch device name", value) from None

@@ -18,6 +18,7 @@ from pydantic import Field
 from trainleak.experiments.base import Claim, ClaimFn, ExperimentConfig, claim, not_tested
 from trainleak.experiments.risk import Release, RiskCard, riskiest_card, scored_finding, share_count
 from trainleak.metrics.intervals import difference_lower_bound, mean_lower_bound, wilson_interval
+from trainleak.validation import DEVICE_PATTERN
 
 Algorithm = Literal["dc", "dm", "mtt"]
 Architecture = Literal["mlp", "convnet", "lenet", "resnet"]
@@ -55,7 +56,7 @@ class DistillationLeakageConfig(ExperimentConfig):
     strict_threshold: float = Field(0.9, gt=0, le=1)
     cache_dir: str | None = None
     use_cache: bool = True
-    device: str = "cpu"
+    device: str = Field("cpu", pattern=DEVICE_PATTERN)
 
 
 @dataclass(frozen=True)

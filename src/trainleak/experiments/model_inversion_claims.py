@@ -21,6 +21,7 @@ from pydantic import Field
 from trainleak.experiments.base import Claim, ExperimentConfig, claim, not_tested
 from trainleak.metrics.inversion import spearman
 from trainleak.scenarios.inversion_targets import TargetName
+from trainleak.validation import DEVICE_PATTERN
 
 Dataset = Literal["mnist", "orl"]
 
@@ -53,7 +54,7 @@ class InversionConfig(ExperimentConfig):
     dlib: bool = False
     cache_dir: str | None = None
     use_cache: bool = True
-    device: str = Field("cpu", pattern=r"^(cpu|cuda(:[0-9]+)?|mps)$")
+    device: str = Field("cpu", pattern=DEVICE_PATTERN)
 
 
 ADAPTIVE_TARGETS: tuple[TargetName, ...] = (

@@ -42,7 +42,7 @@ from trainleak.attacks.checkpoint.targets import TARGETS, make_target, target_fo
 from trainleak.progress import Progress, report_every
 from trainleak.releases.checkpoint import Checkpoint
 from trainleak.releases.knowledge import Knowledge
-from trainleak.validation import param
+from trainleak.validation import param, torch_device
 
 Optimizer = Literal["sgd", "adam"]
 MultiplierScale = Literal["fit", "mean"]
@@ -110,7 +110,7 @@ class KKTReconstruction(Attack[Checkpoint]):
         "auto", choices=("auto", *TARGETS)
     )
     lr_schedule: Schedule = param("constant", choices=Schedule)
-    device: str = param("cpu", choices=("cpu", "cuda"))
+    device: str = "cpu"
     log_every: int = param(100, gt=0)
 
     def resolve_target(self, release: Checkpoint) -> str:
@@ -134,7 +134,7 @@ class KKTReconstruction(Attack[Checkpoint]):
         generator: torch.Generator,
         progress: Progress | None,
     ) -> Reconstruction:
-        net = ReleasedMLP.from_checkpoint(release).to(torch.device(self.device))
+        net = ReleasedMLP.from_checkpoint(release).to(torch_device("device", self.device))
         target = self.resolve_target(release)
         problem = KKTProblem(net, self, target, knowledge.value_range, generator)
         trace = problem.optimise(progress)

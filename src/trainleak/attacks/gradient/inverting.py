@@ -41,7 +41,7 @@ from trainleak.errors import ConfigError
 from trainleak.progress import Progress, report_every
 from trainleak.releases.federated import GradientUpdate
 from trainleak.releases.knowledge import Knowledge
-from trainleak.validation import param
+from trainleak.validation import param, torch_device
 
 
 @register_attack
@@ -105,10 +105,7 @@ class InvertingGradients(FedSGDAttack):
         progress: Progress | None,
     ) -> Reconstruction:
         require_fedsgd(release, type(self).__name__)
-        try:
-            dev = torch.device(self.device)
-        except RuntimeError:
-            raise ConfigError.invalid("device", "a torch device name", self.device) from None
+        dev = torch_device("device", self.device)
         model = release_model(release).to(dev)
         b = batch_size_of(release, knowledge)
         labels = knowledge.labels if knowledge.labels is not None else recover_labels(release, b)
