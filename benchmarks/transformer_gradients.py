@@ -90,7 +90,7 @@ def _cell(lm: Any, texts: list[str], n: int, noise: float, tiger_steps: int) -> 
 def _exhaustive_seconds(lm: Any, texts: list[str], n: int) -> dict[str, float]:
     """DAGER's exhaustive encoder search cost: candidate-count product x seconds per sequence."""
     _, rel = client_release(lm, texts, n)
-    spans = build_spans(rel, rank="tolerance", tol=None, exact=True)
+    spans = build_spans(rel, batch=rel.batch_size, rank="tolerance", tol=None, exact=True)
     counts = [int((spans.table[t] < 1e-5).sum()) for t in range(n)]
     placed = placed_candidates(rel) or [set()] * n
     placed_counts = [

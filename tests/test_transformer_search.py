@@ -43,7 +43,7 @@ def _release():  # type: ignore[no-untyped-def]
 def test_layer1_passes_the_bag_but_the_embedding_gradient_places_tokens() -> None:
     batch, rel = _release()
     seqs = batch.sequences()
-    spans = build_spans(rel, rank="tolerance", tol=None, exact=True)
+    spans = build_spans(rel, batch=rel.batch_size, rank="tolerance", tol=None, exact=True)
     placed = placed_candidates(rel)
     assert placed is not None
     for t in range(8):
@@ -65,7 +65,7 @@ def test_layer1_passes_the_bag_but_the_embedding_gradient_places_tokens() -> Non
 def test_old_top_k_selection_drops_true_tokens_the_placement_keeps() -> None:
     batch, rel = _release()
     seqs = batch.sequences()
-    spans = build_spans(rel, rank="batch", tol=None, exact=False)
+    spans = build_spans(rel, batch=rel.batch_size, rank="batch", tol=None, exact=False)
     old = _candidates(spans.table, None, 2 * B + 2)
     new = _candidates(spans.table, placed_candidates(rel), 2 * B + 2)
     missed_old = sum(s[t] not in old[t].tolist() for s in seqs for t in range(len(s)))
@@ -84,7 +84,7 @@ def test_search_recovers_the_batch_exactly() -> None:
 def test_descent_repairs_a_wrong_token() -> None:
     batch, rel = _release()
     seq = batch.sequences()[0]
-    spans = build_spans(rel, rank="tolerance", tol=None, exact=True)
+    spans = build_spans(rel, batch=rel.batch_size, rank="tolerance", tol=None, exact=True)
     placed = placed_candidates(rel)
     assert placed is not None
     full = [sorted(p) for p in placed]

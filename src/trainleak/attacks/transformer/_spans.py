@@ -80,8 +80,7 @@ class Spans:
         return max(length - 1, 1) if self.causal else length
 
 
-def _rank(release: TransformerUpdate, rule: RankRule, exact: bool, width: int) -> int | None:
-    b, n = release.batch_size, release.max_length
+def _rank(b: int | None, n: int, rule: RankRule, exact: bool, width: int) -> int | None:
     if b is None:
         if rule == "batch" or exact:
             raise ConfigError(
@@ -98,9 +97,15 @@ def _rank(release: TransformerUpdate, rule: RankRule, exact: bool, width: int) -
 
 
 def build_spans(
-    release: TransformerUpdate, *, rank: RankRule, tol: float | None, exact: bool
+    release: TransformerUpdate,
+    *,
+    batch: int | None,
+    rank: RankRule,
+    tol: float | None,
+    exact: bool,
 ) -> Spans:
-    """Subspaces of blocks 0 and 1 and the layer-1 table, for an attack on ``release``.
+    """Subspaces of blocks 0 and 1 and the layer-1 table, for an attack on ``release`` with
+    ``batch`` sequences (the attack's resolved batch size; ``None`` when unknown).
 
     Raises:
         ConfigError: fewer than two blocks, missing gradients, unknown ``B`` with a rule that
@@ -110,7 +115,7 @@ def build_spans(
     layers = (token_layer(module, 0), token_layer(module, 1))
     grads = [layer_gradient(release, lay) for lay in layers]
     width = int(grads[0].shape[1])
-    r = _rank(release, rank, exact, width)
+    r = _rank(batch, release.max_length, rank, exact, width)
     bases = (row_space(grads[0], r, tol), row_space(grads[1], r, tol))
     vocab = len(release.model.tokenizer)
     table = torch.stack(

@@ -66,7 +66,8 @@ class BagOfWords(Attack[TransformerUpdate]):
         n = release.max_length
         norms = release.update[key].double().norm(dim=1)[: len(release.model.tokenizer)]
         order = norms.topk(min(batch * n, norms.numel())).indices.tolist()
-        top = [i for i in order if norms[i] > self.relative_floor * norms.max()]
+        floor = self.relative_floor * norms.max()
+        top = [i for i in order if norms[i] > floor]
         rows = [top[b::batch][:n] for b in range(batch)]
         pad = release.model.tokenizer.pad_token_id
         return pack(rows, batch, n, int(pad if pad is not None else 0), tokens=len(top))

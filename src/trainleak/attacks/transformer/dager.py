@@ -78,7 +78,8 @@ class Dager(Attack[TransformerUpdate]):
         generator: torch.Generator,
         progress: Progress | None,
     ) -> Reconstruction:
-        spans = build_spans(release, rank=self.rank, tol=self.tol, exact=self.exact)
+        batch = release.batch_size or knowledge.n_records
+        spans = build_spans(release, batch=batch, rank=self.rank, tol=self.tol, exact=self.exact)
         placed = placed_candidates(release)
         cands = [
             [
@@ -97,14 +98,14 @@ class Dager(Attack[TransformerUpdate]):
         if spans.causal:
             found, evaluated = _decoder_search(self, spans, cands)
         else:
-            found, evaluated = _encoder_search(self, spans, cands, release.batch_size, generator)
+            found, evaluated = _encoder_search(self, spans, cands, batch, generator)
         # longest first: every prefix of a decoder's sequence passes too, and an unextendable
         # short sequence can have a smaller worst distance than the full one
         found.sort(key=lambda item: (-len(item[0]), item[1]))
-        seqs = [s for s, _ in found[: release.batch_size or len(found)]]
+        seqs = [s for s, _ in found[: batch or len(found)]]
         out = pack(
             seqs,
-            release.batch_size,
+            batch,
             release.max_length,
             spans.pad_id,
             candidates_per_position=tuple(len(c) for c in cands),
@@ -118,10 +119,6 @@ class Dager(Attack[TransformerUpdate]):
         self, release: TransformerUpdate, knowledge: Knowledge
     ) -> tuple[int, ...] | None:
         return (release.max_length,)
-
-
-def _worst(d: torch.Tensor) -> float:
-    return float(d.max())
 
 
 def _decoder_search(

@@ -118,7 +118,7 @@ class Tiger(Attack[TransformerUpdate]):
         progress: Progress | None,
     ) -> Reconstruction:
         batch = batch_size(release, knowledge)
-        spans = build_spans(release, rank=self.rank, tol=self.tol, exact=self.exact)
+        spans = build_spans(release, batch=batch, rank=self.rank, tol=self.tol, exact=self.exact)
         placed = placed_candidates(release)
         cands = _candidates(spans.table, placed, self.candidates or 2 * batch + 2)
         # noise floor: the best layer-1 fit, typical over the first half of the positions
