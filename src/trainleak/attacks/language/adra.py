@@ -20,6 +20,7 @@ scores per step (``trainleak.scenarios.language.choose_step``), never by the att
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -196,7 +197,7 @@ class ADRA(_Reconstructing):
             inputs=_text_ids(texts),
             scores=self._pick(evals[max(evals)]),
             trace=trace,
-            diagnostics=_diagnostics(evals, trace, self.agg),
+            diagnostics=_diagnostics(evals, trace, self._pick),
         )
 
     def _reward(
@@ -254,16 +255,14 @@ class ADRAPlus(ADRA):
 def _diagnostics(
     evals: dict[int, ReconstructionScores],
     trace: list[dict[str, float]],
-    agg: str,
+    pick: Callable[[ReconstructionScores], torch.Tensor],
 ) -> dict[str, Any]:
     samples = sum(r["samples"] for r in trace)
     seconds = sum(r["seconds"] for r in trace)
     gen = sum(r["gen_seconds"] for r in trace)
     cpu = sum(r["cpu_seconds"] for r in trace)
     return {
-        "scores_per_step": {
-            s: (r.best if agg == "best" else r.mean).tolist() for s, r in sorted(evals.items())
-        },
+        "scores_per_step": {s: pick(r).tolist() for s, r in sorted(evals.items())},
         "best_text_per_step": {s: r.best_text for s, r in sorted(evals.items())},
         "best_text": evals[max(evals)].best_text,
         "rl_samples_per_second": samples / seconds if seconds else 0.0,
