@@ -65,18 +65,22 @@ def tiny_part(overrides: dict[str, Any]) -> dict[str, Any]:
         "positional_prior_token_recovery": att[0].baseline_token,
         "target_undefended": {
             "value": max(none.values()),
-            "target": 0.9,
-            "met": max(none.values()) >= 0.9,
+            "target": cfg.real_attack,
+            "met": max(none.values()) >= cfg.real_attack,
         },
         "mixguard_slot_recovery": mg,
         "slot_chance": chance,
         "target_slots": {
             "value": max(mg.values()),
-            "target": 2 * chance,
-            "met": max(mg.values()) <= 2 * chance,
+            "target": cfg.chance_factor * chance,
+            "met": max(mg.values()) <= cfg.chance_factor * chance,
         },
         "accuracy": acc,
-        "target_accuracy_gap": {"value_points": gap, "target_points": 3.0, "met": gap <= 3.0},
+        "target_accuracy_gap": {
+            "value_points": gap,
+            "target_points": cfg.utility_gap,
+            "met": gap <= cfg.utility_gap,
+        },
         "config": cfg.model_dump(),
         "rows": [r.__dict__ for r in rows],
     }

@@ -60,6 +60,13 @@ def _write(tag: str, res: dict[str, Any]) -> None:
     (OUT / f"transformer_gradients{tag}.md").write_text(_markdown(res))
 
 
+def _write_partial(tag: str, rows: list[dict[str, Any]]) -> None:
+    """Rows finished so far, beside (never over) the finished results of ``tag``."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"transformer_gradients{tag}_partial.json"
+    path.write_text(json.dumps({"partial_rows": rows}, indent=2))
+
+
 def _cell(lm: Any, texts: list[str], n: int, noise: float, tiger_steps: int) -> list[dict]:
     batch, rel = client_release(lm, texts, n, noise=noise)
     dager = Dager(beam_width=32) if noise == 0 else Dager(rank="batch", exact=False, beam_width=32)
@@ -83,7 +90,7 @@ def _cell(lm: Any, texts: list[str], n: int, noise: float, tiger_steps: int) -> 
         )
         print(rows[-1], flush=True)
         PARTIAL.append(rows[-1])
-        _write(PARTIAL_TAG[0], {"partial_rows": PARTIAL})
+        _write_partial(PARTIAL_TAG[0], PARTIAL)
     return rows
 
 
@@ -180,9 +187,12 @@ def merge(tag: str, parts: list[str]) -> None:
     runtime: dict[str, Any] = {}
     machines = []
     for part in parts:
-        res = json.loads((OUT / f"transformer_gradients{part}.json").read_text())
+        final, partial = (OUT / f"transformer_gradients{part}{s}.json" for s in ("", "_partial"))
+        res = json.loads(final.read_text()) if final.is_file() else {}
         machines.append(res.get("machine", "?"))
-        rows += res.get("minilm", {}).get("rows", []) or res.get("partial_rows", [])
+        rows += res.get("minilm", {}).get("rows", []) or (
+            json.loads(partial.read_text())["partial_rows"] if partial.is_file() else []
+        )
         runtime.update(res.get("minilm", {}).get("runtime", {}))
     merged = {
         "machine": f"{machines[0]}; merged from {', '.join(parts)} (run concurrently)",

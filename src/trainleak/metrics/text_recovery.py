@@ -9,6 +9,7 @@ References:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -27,9 +28,7 @@ class TextScores:
     matched: tuple[tuple[int, ...], ...]
 
 
-def _rouge(pred: list[int], ref: list[int]) -> tuple[float, float]:
-    rouge_scorer = import_extra("rouge_score.rouge_scorer", "text", "ROUGE scores")
-    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2"], use_stemmer=False)
+def _rouge(scorer: Any, pred: list[int], ref: list[int]) -> tuple[float, float]:
     s = scorer.score(" ".join(f"t{t}" for t in ref), " ".join(f"t{t}" for t in pred))
     return s["rouge1"].fmeasure, s["rouge2"].fmeasure
 
@@ -48,12 +47,14 @@ def score_sequences(recovered: list[list[int]], originals: list[list[int]]) -> T
     if not originals:
         raise ConfigError("score_sequences needs at least one original sequence")
     recovered = [r for r in recovered if r] or [[]]
+    rouge_scorer = import_extra("rouge_score.rouge_scorer", "text", "ROUGE scores")
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2"], use_stemmer=False)
     r1 = np.zeros((len(originals), len(recovered)))
     r2 = np.zeros_like(r1)
     acc = np.zeros_like(r1)
     for i, ref in enumerate(originals):
         for j, pred in enumerate(recovered):
-            r1[i, j], r2[i, j] = _rouge(pred, ref) if pred else (0.0, 0.0)
+            r1[i, j], r2[i, j] = _rouge(scorer, pred, ref) if pred else (0.0, 0.0)
             acc[i, j] = _accuracy(pred, ref)
     rows, cols = linear_sum_assignment(-(r1 + acc))
     exact = sum(recovered[j] == originals[i] for i, j in zip(rows, cols, strict=True))

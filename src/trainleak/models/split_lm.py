@@ -136,15 +136,6 @@ class SplitLM:
         """``(n, L, d)`` hidden states at the bottom/trunk cut."""
         return self._run(ids, mask, None, self.split.bottom_end - 1)
 
-    def bottom_embeds(self, embeds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """The bottom applied to input embeddings ``(n, L, d)`` (relaxed tokens)."""
-        with _hooks(self.lm, None, self.split.bottom_end - 1):
-            try:
-                self.lm.module(inputs_embeds=embeds, attention_mask=mask)
-            except _Stop as s:
-                return s.value
-        raise ConfigError("the bottom did not stop at its last block")  # pragma: no cover
-
     def trunk(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``(n, L, d)`` trunk output for hidden states received at the cut."""
         self.check_hidden(hidden, mask)

@@ -16,17 +16,13 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from statistics import mean
 from typing import Any
 
-import numpy as np
-from scipy import stats
-
-from trainleak.metrics.intervals import difference_lower_bound
+from trainleak.metrics.intervals import difference_lower_bound, mean_lower_bound, mean_upper_bound
 from trainleak.models.fitting import accuracy
 from trainleak.models.spec import ModelSpec
 from trainleak.scenarios.distillation import Task
@@ -138,9 +134,7 @@ def _interval(values: list[float]) -> list[float] | None:
     """Two-sided 95% Student-t interval of the mean (``None`` for fewer than two values)."""
     if len(values) < 2:
         return None
-    arr = np.asarray(values, dtype=np.float64)
-    half = float(stats.t.ppf(0.975, arr.size - 1) * arr.std(ddof=1)) / math.sqrt(arr.size)
-    return [float(arr.mean()) - half, float(arr.mean()) + half]
+    return [mean_lower_bound(values, 0.975), mean_upper_bound(values, 0.975)]
 
 
 def setting_summary(dist: list[float], rand: list[float]) -> dict[str, Any]:

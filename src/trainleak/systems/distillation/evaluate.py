@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from trainleak.data.augment import DiffAugment
 from trainleak.models.fitting import accuracy, fit
@@ -86,12 +85,11 @@ def set_accuracies(
     """Test accuracy of each of ``protocol.models`` fresh networks trained on the release
     (network ``m`` has seed ``seed + m``)."""
     return [
-        accuracy(_train(release, spec, protocol, seed + m), *test) for m in range(protocol.models)
+        accuracy(
+            train_on(release.images, release.labels, spec, protocol, seed + m, release.lr), *test
+        )
+        for m in range(protocol.models)
     ]
-
-
-def _train(release: DistilledSet, spec: ModelSpec, protocol: EvalProtocol, seed: int) -> nn.Module:
-    return train_on(release.images, release.labels, spec, protocol, seed, release.lr)
 
 
 def set_accuracy(
