@@ -193,6 +193,10 @@ def test_claim_dp_both_sides() -> None:
     assert claim_dp(rows, CFG).holds
     rows[0] = _row("decoder", "dp", "dager", dp=dp, rouge1=0.9)
     assert not claim_dp(rows, CFG).holds
+    # the encoder ran at that level but lacks TIGER: the claim is about both models
+    rows[0] = _row("decoder", "dp", "dager", dp=dp, rouge1=0.0)
+    rows.append(_row("encoder", "dp", "dager", dp=dp, rouge1=0.0))
+    assert not claim_dp(rows, CFG).holds
 
 
 def test_dpsgd_without_clipping_or_noise_is_the_plain_gradient() -> None:

@@ -152,7 +152,7 @@ def claim_dp(rows: Sequence[Row], cfg: TransformerInversionConfig) -> Claim:
                 d, t = pair["dager"].rouge1, pair["tiger"].rouge1
                 ok.append(t >= cfg.rouge_floor > d)
                 evidence[f"{model} z={level:g}"] = f"DAGER {d:.2f}, TIGER {t:.2f}"
-        if ok and all(ok):
+        if len(ok) == len(models) and all(ok):  # every model, each with both attacks
             holds_at.append(level)
     if not evidence:
         return not_tested(text, "no DP-SGD cells")
