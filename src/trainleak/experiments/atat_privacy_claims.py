@@ -86,13 +86,8 @@ def hsic_does_not_separate(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> Claim
         b = [getattr(tg[t], key) for t in public]
         return min(a) <= max(b) and min(b) <= max(a)
 
-    return claim(
-        text,
-        overlap("hsic_xz") and overlap("hsic_yz"),
-        private=private,
-        overlap_xz=overlap("hsic_xz"),
-        overlap_yz=overlap("hsic_yz"),
-    )
+    xz, yz = overlap("hsic_xz"), overlap("hsic_yz")
+    return claim(text, xz and yz, private=private, overlap_xz=xz, overlap_yz=yz)
 
 
 def memorising_stays_hard(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> Claim:

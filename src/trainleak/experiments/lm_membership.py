@@ -14,6 +14,7 @@ import time
 import torch
 from matplotlib.figure import Figure
 
+from trainleak.attacks.language.passive import score_name
 from trainleak.experiments._lm_risk import risk_of
 from trainleak.experiments.base import Result, evaluate_claims, experiment, rows_table
 from trainleak.experiments.lm_membership_claims import (
@@ -96,8 +97,8 @@ def comparison_rows(out: LMOutcome, cfg: LMMembershipConfig) -> list[ComparisonR
     pairs = [
         ("adra", "n-sampling"),
         ("adra-plus", "adra"),
-        ("adra-plus", f"minkpp@{cfg.minkpp_k:g}"),
-        ("adra", f"minkpp@{cfg.minkpp_k:g}"),
+        ("adra-plus", score_name("minkpp", cfg.minkpp_k)),
+        ("adra", score_name("minkpp", cfg.minkpp_k)),
     ]
     rows = []
     for a, b in pairs:
@@ -185,7 +186,7 @@ def roc_figure(out: LMOutcome, cfg: LMMembershipConfig) -> Figure:
     mem = torch.tensor(out.split.is_member)
     fig = Figure(figsize=(5, 4))
     ax = fig.add_subplot()
-    for method in ("loss", f"minkpp@{cfg.minkpp_k:g}", "reference", "n-sampling", *RL):
+    for method in ("loss", score_name("minkpp", cfg.minkpp_k), "reference", "n-sampling", *RL):
         if method in out.scores:
             fpr, tpr = membership_roc(out.scores[method], mem)
             ax.plot(fpr, tpr, label=f"{method} ({auroc(out.scores[method], mem):.2f})")

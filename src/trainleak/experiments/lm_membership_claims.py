@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
+from trainleak.attacks.language.passive import score_name
 from trainleak.experiments.base import Claim, ClaimFn, ExperimentConfig, claim, not_tested
 
 
@@ -125,7 +126,7 @@ def claim_adra_plus_at_least_adra(rows: Sequence[Row], cfg: LMMembershipConfig) 
 def claim_adra_plus_beats_minkpp(rows: Sequence[Row], cfg: LMMembershipConfig) -> Claim:
     """ADRA+ beats Min-K%++ by a clear margin: the difference is at least ``margin`` and its
     paired interval lies above 0."""
-    key = f"minkpp@{cfg.minkpp_k:g}"
+    key = score_name("minkpp", cfg.minkpp_k)
     text = f"ADRA+ beats Min-K%++ (k={cfg.minkpp_k:g}) by >= {cfg.margin:g} AUROC, interval > 0"
     c = _comparison(rows, "adra-plus", key)
     if c is None:

@@ -23,13 +23,13 @@ from safetensors.torch import load_file, save_file
 from trainleak.models.spec import ModelSpec
 from trainleak.progress import Progress
 from trainleak.releases.distilled import DistilledSet, ShadowBank, ShadowSet
+from trainleak.scenarios._cache import cache_root
 from trainleak.systems.distillation import DistillationRun, DistillConfig, distill
 
 
 def default_cache_dir() -> Path:
     """``$TRAINLEAK_CACHE/distillation``, else ``~/.cache/trainleak/distillation``."""
-    root = os.environ.get("TRAINLEAK_CACHE") or str(Path.home() / ".cache" / "trainleak")
-    return Path(root) / "distillation"
+    return cache_root("distillation")
 
 
 def run_key(

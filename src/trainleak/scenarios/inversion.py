@@ -19,7 +19,6 @@ the prior only.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from trainleak.data.mnist import load_mnist
 from trainleak.errors import ConfigError
 from trainleak.releases.classifier import ClassifierRelease, GenerativePrior
 from trainleak.releases.knowledge import Knowledge
+from trainleak.scenarios._cache import cache_root
 
 Dataset = Literal["mnist", "orl"]
 BOX = (0.0, 1.0)
@@ -174,8 +174,7 @@ def check_evaluator(evaluator: ClassifierRelease, task: InversionTask) -> None:
 
 def default_cache_dir() -> Path:
     """``$TRAINLEAK_CACHE/inversion``, else ``~/.cache/trainleak/inversion``."""
-    root = os.environ.get("TRAINLEAK_CACHE") or str(Path.home() / ".cache" / "trainleak")
-    return Path(root) / "inversion"
+    return cache_root("inversion")
 
 
 def cache_key(*parts: object) -> str:

@@ -28,7 +28,12 @@ import torch
 
 from trainleak.attacks.base import Attack, Reconstruction, register_attack
 from trainleak.attacks.language.grpo import GRPOSettings, run_grpo
-from trainleak.attacks.language.passive import passive_scores, rank_normalise, score_release
+from trainleak.attacks.language.passive import (
+    passive_scores,
+    rank_normalise,
+    score_name,
+    score_release,
+)
 from trainleak.attacks.language.reconstruct import (
     Prompts,
     ReconstructionScores,
@@ -216,7 +221,9 @@ class ADRA(_Reconstructing):
         prior: list[float | None] = [None] * n
         if self.use_prior:
             target, _ = score_release(release, texts, self.max_length, self.micro_batch)
-            mpp = passive_scores(target, texts, None, (self.prior_k,))[f"minkpp@{self.prior_k:g}"]
+            mpp = passive_scores(target, texts, None, (self.prior_k,))[
+                score_name("minkpp", self.prior_k)
+            ]
             prior = rank_normalise(mpp).tolist()
         ngram = (self.ngram_min, self.ngram_max)
         suffixes = prompts.suffixes

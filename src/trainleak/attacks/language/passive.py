@@ -54,6 +54,11 @@ def minkpp_tokens(scores: TokenScores) -> torch.Tensor:
     return torch.where(sigma > 1e-12, z, torch.zeros_like(z))
 
 
+def score_name(kind: str, k: float) -> str:
+    """The key of a lowest-k score (``mink`` or ``minkpp``) in :func:`passive_scores`."""
+    return f"{kind}@{k:g}"
+
+
 def passive_scores(
     scores: TokenScores,
     texts: Sequence[str],
@@ -76,8 +81,8 @@ def passive_scores(
         out["reference"] = mean_lp - ref
     zpp = minkpp_tokens(scores)
     for k in ks:
-        out[f"mink@{k:g}"] = lowest_k_mean(scores.logprob, m, k)
-        out[f"minkpp@{k:g}"] = lowest_k_mean(zpp, m, k)
+        out[score_name("mink", k)] = lowest_k_mean(scores.logprob, m, k)
+        out[score_name("minkpp", k)] = lowest_k_mean(zpp, m, k)
     return out
 
 
