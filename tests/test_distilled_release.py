@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import torch
 
 from release_fixtures import tiny_distilled
 from trainleak.attacks.distillation import InformationRevelation, NearestSyntheticMembership
-from trainleak.errors import ConfigError, ShapeError
+from trainleak.errors import ConfigError, DataNotFoundError, ShapeError, TrainleakError
 from trainleak.models import model_spec
 from trainleak.releases.distilled import DistilledSet, ShadowBank, ShadowSet, check_architecture
 from trainleak.systems.distillation import DMConfig, MTTConfig, distill
@@ -110,3 +111,21 @@ def test_distillation_configs_refuse_bad_values() -> None:
         distill(x, y, 2, spec, DMConfig(ipc=3, iterations=1))
     noise = distill(x, y, 2, spec, DMConfig(ipc=3, iterations=1, init="noise"))
     assert noise.init_indices is None and len(noise.release) == 6
+
+
+def test_a_damaged_saved_set_is_a_clear_error_naming_the_file(tmp_path: Path) -> None:
+    """Missing file, missing key and a pickle in place of the tensors: each names the file."""
+    saved = _set().save(tmp_path / "s")
+    meta = json.loads((saved / "set.json").read_text())
+    del meta["num_classes"]
+    (saved / "set.json").write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match=r"set\.json.*num_classes"):
+        DistilledSet.load(saved)
+    torch.save(
+        {"images": torch.zeros(1)}, saved / "set.safetensors", _use_new_zipfile_serialization=False
+    )
+    with pytest.raises(TrainleakError, match="set.safetensors"):
+        DistilledSet.load(saved)
+    (saved / "set.json").unlink()
+    with pytest.raises(DataNotFoundError, match=r"set\.json is missing"):
+        DistilledSet.load(saved)

@@ -4,6 +4,7 @@ extra."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import torch
 from conftest import require_data, require_module
 from release_fixtures import tiny_classifier
 from trainleak.data.faces import load_orl_faces
-from trainleak.errors import ConfigError, MissingExtraError, ShapeError
+from trainleak.errors import ConfigError, DataNotFoundError, MissingExtraError, ShapeError
 from trainleak.metrics import face_identity
 from trainleak.metrics.hsic import hsic, hsic_from_grams
 from trainleak.metrics.inversion import attack_accuracy, ratio_interval, spearman
@@ -147,3 +148,16 @@ def test_dlib_evaluator_identifies_faces(data_dir: Path) -> None:
     wrong = face_identity.identity_score(emb, x, (y + 1) % 8, ref_e, ry, 8)
     assert score.accuracy >= 0.75 and wrong.accuracy <= 0.25
     assert score.delta_face < wrong.delta_face
+
+
+def test_a_saved_classifier_with_malformed_metadata_names_the_file(tmp_path: Path) -> None:
+    release, _ = tiny_classifier()
+    saved = release.save(tmp_path / "r")
+    meta = json.loads((saved / "release.json").read_text())
+    meta["input_shape"] = "not a shape"
+    (saved / "release.json").write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match=r"release\.json"):
+        ClassifierRelease.load(saved)
+    (saved / "weights.safetensors").unlink()
+    with pytest.raises(DataNotFoundError, match=r"weights\.safetensors is missing"):
+        GenerativePrior.load(saved)

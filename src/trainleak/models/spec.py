@@ -8,13 +8,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from trainleak.errors import ConfigError, MalformedFileError, UnsafeFileError
+from trainleak.errors import (
+    ConfigError,
+    DataNotFoundError,
+    MalformedFileError,
+    TrainleakError,
+    UnsafeFileError,
+)
 from trainleak.models.tensor_files import read_tensor_file, sniff
 
 StateDict = dict[str, torch.Tensor]
@@ -62,6 +70,44 @@ def read_json_object(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise MalformedFileError(path, "", f"a JSON {type(doc).__name__}, not an object")
     return doc
+
+
+def read_release_dir(
+    directory: Path, tensors: str, meta: str, what: str
+) -> tuple[StateDict, dict[str, Any]]:
+    """The tensors and the JSON metadata of a release folder written by a ``save`` method.
+
+    Args:
+        directory: the folder.
+        tensors: the name of its safetensors file (e.g. ``"weights.safetensors"``).
+        meta: the name of its JSON file (e.g. ``"release.json"``).
+        what: what the folder holds, for the message (e.g. ``"checkpoint"``).
+
+    Raises:
+        DataNotFoundError: either file is missing (the message names it and the folder).
+        MalformedFileError: a file is not readable JSON or safetensors.
+        UnsafeFileError: the tensor file is a pickle.
+    """
+    for name in (tensors, meta):
+        if not (directory / name).is_file():
+            raise DataNotFoundError(
+                f"{what} file {directory / name} is missing (looked in {directory})"
+            )
+    return read_safetensors(directory / tensors), read_json_object(directory / meta)
+
+
+@contextmanager
+def metadata_of(path: Path) -> Iterator[None]:
+    """Name ``path`` in any error raised while building a release from its metadata: a
+    :class:`TrainleakError` gets the path prefixed, a missing key or mistyped value becomes a
+    :class:`ConfigError`."""
+    try:
+        yield
+    except TrainleakError as exc:
+        exc.args = (f"{path}: {exc}", *exc.args[1:])
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        raise ConfigError(f"{path}: malformed metadata ({type(exc).__name__}: {exc})") from None
 
 
 def spec_from_json(value: Any, where: str) -> ModelSpec:

@@ -15,12 +15,12 @@ from typing import Any
 
 from safetensors.torch import save_file
 
-from trainleak.errors import ConfigError, DataNotFoundError, TrainleakError
+from trainleak.errors import ConfigError
 from trainleak.models.spec import (
     ModelSpec,
     StateDict,
-    read_json_object,
-    read_safetensors,
+    metadata_of,
+    read_release_dir,
     refuse_pickle,
     spec_from_json,
 )
@@ -113,15 +113,10 @@ class Checkpoint(Release):
             raise ConfigError.invalid(
                 "path", "a checkpoint directory with weights.safetensors and release.json", str(p)
             )
-        weights, meta_path = p / "weights.safetensors", p / "release.json"
-        for f in (weights, meta_path):
-            if not f.exists():
-                raise DataNotFoundError(f"checkpoint file {f} is missing (looked in {p})")
-        meta = read_json_object(meta_path)
-        tensors = read_safetensors(weights)
+        tensors, meta = read_release_dir(p, "weights.safetensors", "release.json", "checkpoint")
         final = {k[len("final.") :]: v for k, v in tensors.items() if k.startswith("final.")}
         initial = {k[len("initial.") :]: v for k, v in tensors.items() if k.startswith("initial.")}
-        try:
+        with metadata_of(p / "release.json"):
             opt, train = meta.get("optimizer"), meta.get("training")
             return cls(
                 architecture=spec_from_json(meta.get("architecture"), "architecture"),
@@ -130,8 +125,3 @@ class Checkpoint(Release):
                 optimizer=OptimizerSpec(**opt) if opt else None,
                 training=TrainingSpec(**train) if train else None,
             )
-        except TrainleakError as exc:  # name the file in the message
-            exc.args = (f"{meta_path}: {exc}", *exc.args[1:])
-            raise
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            raise ConfigError(f"{meta_path}: malformed checkpoint metadata ({exc})") from None

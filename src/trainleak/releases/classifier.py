@@ -25,12 +25,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from trainleak.errors import ConfigError, ShapeError
 from trainleak.models.registry import build_model
-from trainleak.models.spec import ModelSpec, StateDict, spec_from_json
+from trainleak.models.spec import (
+    ModelSpec,
+    StateDict,
+    metadata_of,
+    read_release_dir,
+    spec_from_json,
+)
 from trainleak.releases.base import Release
 
 _TOL = 1e-5
@@ -150,13 +156,14 @@ class ClassifierRelease(Release):
     def load(cls, directory: str | Path) -> ClassifierRelease:
         """Load what :meth:`save` wrote (checked like a new release)."""
         state, meta = _load(directory)
-        return cls(
-            spec=spec_from_json(meta["spec"], "spec"),
-            state=state,
-            classes=tuple(str(c) for c in meta["classes"]),
-            input_shape=tuple(int(s) for s in meta["input_shape"]),  # type: ignore[arg-type]
-            value_range=(float(meta["value_range"][0]), float(meta["value_range"][1])),
-        )
+        with metadata_of(Path(directory) / "release.json"):
+            return cls(
+                spec=spec_from_json(meta["spec"], "spec"),
+                state=state,
+                classes=tuple(str(c) for c in meta["classes"]),
+                input_shape=tuple(int(s) for s in meta["input_shape"]),  # type: ignore[arg-type]
+                value_range=(float(meta["value_range"][0]), float(meta["value_range"][1])),
+            )
 
 
 @dataclass(frozen=True, eq=False)
@@ -255,14 +262,15 @@ class GenerativePrior:
     def load(cls, directory: str | Path) -> GenerativePrior:
         """Load what :meth:`save` wrote."""
         state, meta = _load(directory)
-        return cls(
-            spec=spec_from_json(meta["spec"], "spec"),
-            state=state,
-            latent_dim=int(meta["latent_dim"]),
-            input_shape=tuple(int(s) for s in meta["input_shape"]),  # type: ignore[arg-type]
-            value_range=(float(meta["value_range"][0]), float(meta["value_range"][1])),
-            public_classes=tuple(str(c) for c in meta["public_classes"]),
-        )
+        with metadata_of(Path(directory) / "release.json"):
+            return cls(
+                spec=spec_from_json(meta["spec"], "spec"),
+                state=state,
+                latent_dim=int(meta["latent_dim"]),
+                input_shape=tuple(int(s) for s in meta["input_shape"]),  # type: ignore[arg-type]
+                value_range=(float(meta["value_range"][0]), float(meta["value_range"][1])),
+                public_classes=tuple(str(c) for c in meta["public_classes"]),
+            )
 
 
 def _save(directory: str | Path, state: StateDict, meta: dict[str, Any]) -> Path:
@@ -277,8 +285,4 @@ def _save(directory: str | Path, state: StateDict, meta: dict[str, Any]) -> Path
 
 
 def _load(directory: str | Path) -> tuple[StateDict, dict[str, Any]]:
-    p = Path(directory)
-    for f in (p / "weights.safetensors", p / "release.json"):
-        if not f.is_file():
-            raise FileNotFoundError(f"file {f} is missing (looked in {p})")
-    return load_file(str(p / "weights.safetensors")), json.loads((p / "release.json").read_text())
+    return read_release_dir(Path(directory), "weights.safetensors", "release.json", "release")

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from trainleak.errors import ConfigError, ShapeError
 from trainleak.models.registry import build_model
-from trainleak.models.spec import ModelSpec
+from trainleak.models.spec import ModelSpec, metadata_of, read_release_dir
 from trainleak.releases.base import Release
 
 _RANGE_TOL = 1e-5
@@ -168,19 +168,15 @@ class DistilledSet(Release):
             FileNotFoundError: the directory or one of its files is missing.
         """
         p = Path(directory)
-        tensor_file, meta_file = p / "set.safetensors", p / "set.json"
-        for f in (tensor_file, meta_file):
-            if not f.is_file():
-                raise FileNotFoundError(f"distilled-set file {f} is missing (looked in {p})")
-        meta = json.loads(meta_file.read_text())
-        tensors = load_file(str(tensor_file))
-        return cls(
-            images=tensors["images"],
-            labels=tensors["labels"],
-            num_classes=int(meta["num_classes"]),
-            value_range=(float(meta["value_range"][0]), float(meta["value_range"][1])),
-            lr=None if meta.get("lr") is None else float(meta["lr"]),
-        )
+        tensors, meta = read_release_dir(p, "set.safetensors", "set.json", "distilled-set")
+        with metadata_of(p / "set.json"):
+            return cls(
+                images=tensors["images"],
+                labels=tensors["labels"],
+                num_classes=int(meta["num_classes"]),
+                value_range=(float(meta["value_range"][0]), float(meta["value_range"][1])),
+                lr=None if meta.get("lr") is None else float(meta["lr"]),
+            )
 
 
 @dataclass(frozen=True)

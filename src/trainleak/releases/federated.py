@@ -22,14 +22,14 @@ from typing import Literal
 import torch
 from safetensors.torch import save_file
 
-from trainleak.errors import ConfigError, DataNotFoundError, ShapeError, TrainleakError
+from trainleak.errors import ConfigError, ShapeError
 from trainleak.models.registry import build_model
 from trainleak.models.spec import (
     ModelSpec,
     StateDict,
     load_state_dict,
-    read_json_object,
-    read_safetensors,
+    metadata_of,
+    read_release_dir,
     spec_from_json,
 )
 from trainleak.releases.base import Release
@@ -126,14 +126,10 @@ class GradientUpdate(Release):
                 message names the file).
         """
         d = Path(directory)
-        for f in (d / "update.safetensors", d / "release.json"):
-            if not f.exists():
-                raise DataNotFoundError(f"gradient-update file {f} is missing (looked in {d})")
-        meta = read_json_object(d / "release.json")
-        tensors = read_safetensors(d / "update.safetensors")
+        tensors, meta = read_release_dir(d, "update.safetensors", "release.json", "gradient-update")
         params = {k[11:]: v for k, v in tensors.items() if k.startswith("parameters.")}
         update = {k[7:]: v for k, v in tensors.items() if k.startswith("update.")}
-        try:
+        with metadata_of(d / "release.json"):
             return cls(
                 architecture=spec_from_json(meta.get("architecture"), "architecture"),
                 parameters=params,
@@ -143,11 +139,6 @@ class GradientUpdate(Release):
                 learning_rate=meta.get("learning_rate"),
                 kind=meta.get("kind", "gradient"),
             )
-        except TrainleakError as exc:  # name the file in the message
-            exc.args = (f"{d / 'release.json'}: {exc}", *exc.args[1:])
-            raise
-        except (TypeError, ValueError, KeyError, AttributeError, RuntimeError) as exc:
-            raise ConfigError(f"{d}: malformed gradient update ({exc})") from None
 
     @classmethod
     def from_files(
