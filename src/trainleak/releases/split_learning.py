@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from trainleak.errors import ConfigError, ShapeError
-from trainleak.models.spec import ModelSpec, StateDict, spec_from_json
+from trainleak.models.spec import ModelSpec, StateDict, read_release_dir, spec_from_json
 from trainleak.models.split import SplitSpec, part_shapes, split_modules
 from trainleak.releases.base import Release
 from trainleak.validation import check_fields, param
@@ -308,12 +308,9 @@ def read_transcript_files(
     Raises:
         FileNotFoundError: a missing file (named); ConfigError: another format.
     """
-    p = Path(directory)
-    tfile, mfile = p / "transcript.safetensors", p / "transcript.json"
-    for f in (tfile, mfile):
-        if not f.is_file():
-            raise FileNotFoundError(f"{what} file {f} is missing (looked in {p})")
-    meta = json.loads(mfile.read_text())
+    tensors, meta = read_release_dir(
+        Path(directory), "transcript.safetensors", "transcript.json", what
+    )
     if meta.get("format") != fmt:
         raise ConfigError.invalid("format", fmt, meta.get("format"))
-    return load_file(str(tfile)), meta
+    return tensors, meta
