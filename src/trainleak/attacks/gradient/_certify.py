@@ -19,10 +19,10 @@ from trainleak.attacks.gradient._certificate import (
     Certificate,
     CertificateSettings,
     own_rounding,
-    pivot_chain,
     rounding_bound,
 )
 from trainleak.attacks.gradient._certificate_core import core_bound
+from trainleak.attacks.gradient._certificate_pivot import pivot_chain
 from trainleak.attacks.gradient._certificate_refine import refine_chain
 from trainleak.attacks.gradient._certificate_scale import scale_error
 from trainleak.attacks.gradient._certificate_span import span_core_bound

@@ -36,7 +36,8 @@ from torch import nn
 
 from trainleak.attacks.gradient._span import SpanDecoder
 from trainleak.attacks.gradient.layout import difference_last, difference_rows
-from trainleak.models.functional import FirstLayerSplit, state_norm, sum_gradient
+from trainleak.linalg import RowGroups, later_duplicates
+from trainleak.models.functional import FirstLayerSplit, state_norm, sum_gradient_and_deltas
 from trainleak.models.spec import StateDict
 from trainleak.progress import Progress, report_every
 
@@ -100,6 +101,7 @@ class PeelingDecoder:
         span: SpanDecoder | None = None,
     ) -> None:
         self.model, self.split, self.span = model, FirstLayerSplit(model), span
+        self.rows = RowGroups(self.split.first.weight.detach())
         self.residual = {k: v.clone() for k, v in update.items()}
         self.row, self.nxt = transform
         self.given_b, self.settings = batch_size, settings
@@ -229,21 +231,20 @@ class PeelingDecoder:
             return found
         found = found[torch.argsort(mismatch[found])]
         sub = x[found]
-        dist = torch.cdist(sub, sub, p=float("inf"))
         tol = self.settings.merge_tol * max(float(sub.abs().max()), 1.0)
-        dup = torch.triu(dist <= tol, diagonal=1).any(0)
-        return found[~dup]
+        return found[~later_duplicates(sub, tol)]
 
     def _subtract(self, x: torch.Tensor, y: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """Peel: remove the samples' full gradients; return the rows that changed."""
         xr = x.repeat_interleave(k, dim=0)
         yr = y.repeat_interleave(k, dim=0)
-        g = sum_gradient(self.model, xr, yr)  # MLPs flatten their input
+        g, d = sum_gradient_and_deltas(self.split, xr, yr)  # MLPs flatten their input
         b = float(self.scale or 1)
         for name, v in g.items():
             self.residual[name] -= v / b
         self._rows_cache = None
-        deltas = difference_last(self.split.labelled_deltas(x, y), self.row, self.nxt).abs()
+        first = k.cumsum(0) - k  # each sample's first copy
+        deltas = difference_last(d[first], self.row, self.nxt).abs()
         self.mag += (deltas * k.unsqueeze(1).to(deltas.dtype)).sum(0) / b
         touched = deltas.amax(0) > 0
         return torch.nonzero(touched).squeeze(1)
@@ -283,12 +284,12 @@ class PeelingDecoder:
         r, nx = self.row[props.row], self.nxt[props.row]
         has_next = (nx >= 0).to(props.x.dtype)
         nx = nx.clamp(min=0)
-        pre = self.split.pre_activation(props.x)
+        pre = self.rows.right(props.x) + self.split.first.bias.detach()
         active = (pre > 0).to(pre.dtype)
         ar = torch.arange(props.x.shape[0])
         reach = (active[ar, r] - has_next * active[ar, nx]) == 1
-        deltas = self.split.deltas(props.x, self.labels)
-        c = deltas[ar, :, r] - has_next.unsqueeze(1) * deltas[ar, :, nx]
+        deltas = self.split.deltas_at(pre, self.labels, torch.stack([r, nx], dim=1))
+        c = deltas[:, :, 0] - has_next.unsqueeze(1) * deltas[:, :, 1]
         self._cache = (props, reach, c)
         return reach, c
 
@@ -327,7 +328,6 @@ class PeelingDecoder:
                 self.scale = ratio
             else:
                 self.conflict = ratio
-        self._cache = None
 
     def _implied_ratio(self, props: Proposals) -> tuple[float, bool] | None:
         """The ratio ``c(x, y) / row_b`` most proposals agree on (to ``rtol``), and whether

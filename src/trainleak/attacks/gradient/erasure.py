@@ -124,7 +124,7 @@ class _ErasureBase(FedSGDAttack):
             span=self.span_decoder(model, settings.rtol, generator),
         )
         out = decoder.run(progress)
-        cert = self._certificate(release, decoder, out, settings.rtol)
+        cert = self._certificate(release, decoder, out, settings.rtol, model)
         return _assemble(out, cert, shape, release.dtype, release.batch_size is not None)
 
     def _certificate(
@@ -133,10 +133,15 @@ class _ErasureBase(FedSGDAttack):
         decoder: PeelingDecoder,
         out: DecodeOutcome,
         rtol: float,
+        model: torch.nn.Module,
     ) -> Certificate:
         n = len(out.x)
-        model64 = instantiate(
-            release.architecture, {k: v.double() for k, v in release.parameters.items()}
+        model64 = (  # the decoder's model when the release is already float64 (same values)
+            model
+            if release.dtype == torch.float64
+            else instantiate(
+                release.architecture, {k: v.double() for k, v in release.parameters.items()}
+            )
         )
         certifier = BatchCertifier(  # float64 throughout: its own rounding stays negligible
             FirstLayerSplit(model64),
