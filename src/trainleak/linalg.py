@@ -91,12 +91,13 @@ class RowGroups:
         self.unique = weight[first] if exact else None
         self.inverse = inverse
 
-    def left(self, q: torch.Tensor) -> torch.Tensor:
-        """``q @ weight`` for ``q`` of shape ``(..., m)``."""
+    def left(self, q: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """``q @ weight[rows]`` for ``q`` of shape ``(..., len(rows))`` (all rows by default)."""
         if self.unique is None:
-            return q @ self.weight
+            return q @ (self.weight if rows is None else self.weight[rows])
         merged = torch.zeros(*q.shape[:-1], self.unique.shape[0], dtype=q.dtype)
-        return merged.index_add_(-1, self.inverse, q) @ self.unique
+        inverse = self.inverse if rows is None else self.inverse[rows]
+        return merged.index_add_(-1, inverse, q) @ self.unique
 
     def right(self, x: torch.Tensor) -> torch.Tensor:
         """``x @ weight^T`` for ``x`` of shape ``(n, d)``."""

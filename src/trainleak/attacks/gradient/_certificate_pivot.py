@@ -112,8 +112,10 @@ class _Arrays:
 def _moves(
     a: _Arrays, pivot: tuple[int, int], parts: tuple[float, float], err: np.ndarray, col: np.ndarray
 ) -> np.ndarray:
-    """:func:`trainleak.attacks.gradient._certificate._coefficient_moves` on the arrays
-    (``col`` = ``dev_c[:, r]``, the pivot row's column of the ordered samples' moves)."""
+    """Bound of ``|c_kr'(x'_k) - c_kr'(x_k)|`` for every row ``r'`` once ``k`` is pivoted in
+    row ``r`` (``pivot = (k, r)``; ``parts`` = the pivot equation's own error and denominator;
+    ``col`` = ``dev_c[:, r]``, the other ordered samples' coefficient moves in that row):
+    ``grad c_kr' . (x'_k - x_k)`` with the pivot equation's terms, plus curvature."""
     k, r = pivot
     own, den = parts
     members = np.flatnonzero(col > 0)
@@ -131,7 +133,11 @@ def _moves(
 
 
 def _labels_ok(a: _Arrays, k: int, move: np.ndarray, e_b: np.ndarray) -> bool:
-    """:func:`trainleak.attacks.gradient._certificate._labels` on the arrays."""
+    """Whether every other label of sample ``k`` is excluded by some row.
+
+    A label ``y'`` shifts ``c_k`` by the constant ``q_y - q_y'``; the true coefficient lies
+    within ``e_b`` of the decoded one and moves by at most ``move`` inside the error ball.
+    """
     q = a.q[k]
     y = int(a.labels[k])
     excluded = ((np.abs(q[y] - q) - move) > e_b).any(1)
@@ -152,7 +158,7 @@ def pivot_chain(
     ``c_k(x'_k) (x'_k - x_k) = E_w - x_k E_b``; an ordered member ``i`` contributes
     ``(c_i(x'_i) - c_i(x_i)) (x_i - x_k) + c_i(x'_i) (x'_i - x_i)`` to the right side. The
     coefficient errors ``|c_ir(x'_i) - c_ir(x_i)|`` of ordered samples are tracked row by row
-    (:func:`~trainleak.attacks.gradient._certificate._coefficient_moves`), so a member's error
+    (:func:`_moves`), so a member's error
     along ``x_i - x_k`` is charged by its actual effect on the later rows. Each step picks the
     smallest bound over the free samples' non-zero pairs (first sample, then first row, on
     ties), as the dense formulation (``tests/reference_certificate.py``) does over all pairs.

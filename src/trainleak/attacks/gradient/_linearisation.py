@@ -153,14 +153,31 @@ def _forward(layers: list[nn.Linear], x: torch.Tensor) -> tuple[list[torch.Tenso
     return pres, probs
 
 
-def _backprop(layers: list[nn.Linear], masks: list[torch.Tensor]) -> torch.Tensor:
-    """``Q = W_L A_{L-1} ... W_2 A_1`` per sample, ``(n, C, m)``."""
+def _backprop(layers: list[nn.Linear], masks: list[torch.Tensor], cols: torch.Tensor) -> torch.Tensor:
+    """``Q = W_L A_{L-1} ... W_2 A_1`` per sample at the first-layer neurons ``cols``,
+    ``(n, C, len(cols))``."""
     n = masks[0].shape[0]
-    w_last = layers[-1].weight.detach()
-    q = w_last.expand(n, *w_last.shape)
+    ws = [layer.weight.detach() for layer in layers]
+    ws[1] = ws[1][:, cols]
+    q = ws[-1].expand(n, *ws[-1].shape)
     for l in range(len(layers) - 2, 0, -1):
-        q = (q * masks[l].unsqueeze(1)) @ layers[l].weight.detach()
-    return q * masks[0].unsqueeze(1)
+        q = (q * masks[l].unsqueeze(1)) @ ws[l]
+    return q * masks[0][:, cols].unsqueeze(1)
+
+
+def _transformed(
+    layers: list[nn.Linear], masks: list[torch.Tensor], transform: tuple[torch.Tensor, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(Q at the neurons row, Q after the row transform)``. When every ``next`` is the
+    following ``row`` (cumulative bins in order, or no transform), the transform is a shifted
+    difference of the first, with no gather over the ``(n, C, m)`` product."""
+    row, nxt = transform
+    has = nxt >= 0
+    q = _backprop(layers, masks, row)
+    if bool(((nxt[:-1] == row[1:]) | ~has[:-1]).all()) and not bool(has[-1]):
+        return q, q - has.to(q.dtype) * torch.roll(q, -1, dims=-1)
+    full = _backprop(layers, masks, torch.arange(masks[0].shape[1]))
+    return q, difference_last(full, row, nxt)
 
 
 def _absolute(
@@ -219,10 +236,9 @@ def linearise(
     rows = RowGroups(layers[0].weight.detach())
     pres, probs = _forward(layers, x)
     masks = [(z > 0).to(x.dtype) for z in pres]
-    q = _backprop(layers, masks)
-    m_mat = rows.left(q)
     row, nxt = transform
-    qt = difference_last(q, row, nxt)
+    q, qt = _transformed(layers, masks, transform)
+    m_mat = rows.left(q, row)
     has = (nxt >= 0).to(x.dtype)
     onehot = torch.nn.functional.one_hot(labels, probs.shape[1]).to(x.dtype)
     absolute = _absolute(layers, masks, (probs - onehot).abs())
