@@ -3,7 +3,8 @@
 The pivot chain restricted to non-zero pairs (NumPy loop) against the dense chain kept in
 ``tests/reference_certificate.py``; the decoder's two-column coefficients against the full
 per-label deltas; the pruned duplicate check against the all-pairs distance matrix; merged
-repeated rows against plain products. Random cases in both modes, fixed seeds.
+repeated rows against plain products; the factored linearisation of an imprint layer against
+the direct one. Random cases in both modes, fixed seeds.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import torch
 
 from reference_certificate import pivot_chain_dense, refine_chain_dense
 from release_fixtures import tiny_honest_update, tiny_malicious_update
-from trainleak.attacks.gradient import _certify
+from trainleak.attacks.gradient import _certify, _linearisation
 from trainleak.attacks.gradient._certificate import Chain
 from trainleak.attacks.gradient._certificate_pivot import pivot_chain
 from trainleak.attacks.gradient._certificate_refine import refine_chain
 from trainleak.attacks.gradient._common import release_model
+from trainleak.attacks.gradient._linearisation import linearise
 from trainleak.attacks.gradient.erasure import ErasureDecodingActive, ErasureDecodingPassive
 from trainleak.linalg import RowGroups, later_duplicates
 from trainleak.models.functional import FirstLayerSplit
@@ -107,3 +109,19 @@ def test_row_groups_merge_repeated_rows_and_fall_back_on_honest_weights() -> Non
         assert torch.allclose(rg.right(x), x @ rg.weight.T, rtol=1e-12, atol=1e-12)
         exact = float(torch.linalg.matrix_norm(rg.weight, ord=2))
         assert abs(rg.spectral_norm() - exact) <= 1e-12 * exact
+
+
+def test_factored_linearisation_equals_the_direct_products(monkeypatch: pytest.MonkeyPatch) -> None:
+    upd, _ = tiny_malicious_update(2, 9)
+    split = FirstLayerSplit(release_model(upd))
+    transform = ErasureDecodingActive().transform(upd)
+    x = torch.rand(9, split.in_dim, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    y = torch.randint(0, 3, (9,), generator=torch.Generator().manual_seed(5))
+    fast = linearise(split, x, y, transform)
+    monkeypatch.setattr(_linearisation, "factor_columns", lambda *args: None)
+    direct = linearise(split, x, y, transform)
+    assert fast.known_norms is not None and direct.known_norms is None  # both paths ran
+    for name in ("q", "m_mat", "jpm", "grad_norm", "m_norm", "q_norm", "own_coefficients"):
+        a, b = getattr(fast, name), getattr(direct, name)
+        assert torch.allclose(a, b, rtol=1e-12, atol=1e-15 * float(b.abs().max())), name
+    assert float(direct.own_coefficients.abs().max()) > 0

@@ -99,6 +99,21 @@ class RowGroups:
         inverse = self.inverse if rows is None else self.inverse[rows]
         return merged.index_add_(-1, inverse, q) @ self.unique
 
+    def factor(
+        self, q: torch.Tensor, rows: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(coef, basis)`` with ``coef @ basis == q @ weight[rows]``: ``basis`` the distinct
+        rows (the rows themselves when none repeat)."""
+        if self.unique is None:
+            return q, (self.weight if rows is None else self.weight[rows])
+        merged = torch.zeros(*q.shape[:-1], self.unique.shape[0], dtype=q.dtype)
+        inverse = self.inverse if rows is None else self.inverse[rows]
+        return merged.index_add_(-1, inverse, q), self.unique
+
+    def unique_rows(self) -> torch.Tensor:
+        """The distinct rows (all rows when none repeat)."""
+        return self.weight if self.unique is None else self.unique
+
     def right(self, x: torch.Tensor) -> torch.Tensor:
         """``x @ weight^T`` for ``x`` of shape ``(n, d)``."""
         if self.unique is None:

@@ -31,6 +31,7 @@ from functools import cached_property
 import torch
 from torch import nn
 
+from trainleak.attacks.gradient._linearisation_factored import factor_columns
 from trainleak.attacks.gradient.layout import difference_last
 from trainleak.linalg import RowGroups
 from trainleak.models.functional import FirstLayerSplit
@@ -64,6 +65,8 @@ class Linearisation:
     jpm: torch.Tensor
     grad_norm: torch.Tensor
     radius: torch.Tensor
+    known_norms: torch.Tensor | None = None
+    known_coefficients: torch.Tensor | None = None
 
     @property
     def n(self) -> int:
@@ -72,11 +75,15 @@ class Linearisation:
     @cached_property
     def q_norm(self) -> torch.Tensor:
         """``||q_ir||`` over the classes, ``(n, m')`` (computed once)."""
+        if self.known_norms is not None:
+            return self.known_norms
         return (self.q * self.q).sum(1).sqrt()
 
     @cached_property
     def own_coefficients(self) -> torch.Tensor:
         """``c_ir`` under the samples' own labels, ``(n, m')`` (computed once; read-only)."""
+        if self.known_coefficients is not None:
+            return self.known_coefficients
         return self.coefficients_under(self.labels)
 
     @property
@@ -131,7 +138,11 @@ class Linearisation:
                     self.grad_norm,
                     self.radius,
                 )
-            )
+            ),
+            known_norms=None if self.known_norms is None else self.known_norms[idx],
+            known_coefficients=None
+            if self.known_coefficients is None
+            else self.known_coefficients[idx],
         )
 
 
@@ -237,15 +248,30 @@ def linearise(
     pres, probs = _forward(layers, x)
     masks = [(z > 0).to(x.dtype) for z in pres]
     row, nxt = transform
-    q, qt = _transformed(layers, masks, transform)
-    m_mat = rows.left(q, row)
-    has = (nxt >= 0).to(x.dtype)
     onehot = torch.nn.functional.one_hot(labels, probs.shape[1]).to(x.dtype)
-    absolute = _absolute(layers, masks, (probs - onehot).abs())
     jp = torch.diag_embed(probs) - probs.unsqueeze(2) * probs.unsqueeze(1)
-    jm = jp @ m_mat
-    gram = jm @ jm.transpose(1, 2)  # (n, C, C): ||grad c_ir||^2 = q_ir^T Jp M M^T Jp q_ir
-    mm = m_mat @ m_mat.transpose(1, 2)
+    fac = factor_columns(layers, masks, transform, rows)
+    known: dict[str, torch.Tensor] = {}
+    if fac is None:
+        q, qt = _transformed(layers, masks, transform)
+        coef, basis = rows.factor(q, row)
+    else:
+        qt, coef, basis = fac.q(), fac.merged, rows.unique_rows()
+    m_mat = coef @ basis
+    if coef.shape[-1] < basis.shape[-1]:  # few distinct first-layer rows: Gram products small
+        small, bb = jp @ coef, basis @ basis.T
+        jm = small @ basis
+        gram, mm = small @ bb @ small.transpose(1, 2), coef @ bb @ coef.transpose(1, 2)
+    else:
+        jm = jp @ m_mat
+        gram, mm = jm @ jm.transpose(1, 2), m_mat @ m_mat.transpose(1, 2)
+    # gram (n, C, C): ||grad c_ir||^2 = q_ir^T Jp M M^T Jp q_ir
+    if fac is None:
+        grad_norm = ((gram @ qt) * qt).sum(1).clamp_min(0).sqrt()
+    else:
+        grad_norm, known = fac.norms(gram), fac.known(probs - onehot)
+    absolute = _absolute(layers, masks, (probs - onehot).abs())
+    has = (nxt >= 0).to(x.dtype)
     return Linearisation(
         x=x,
         labels=labels,
@@ -255,6 +281,8 @@ def linearise(
         m_mat=m_mat,
         m_norm=torch.linalg.eigvalsh(mm)[:, -1].clamp_min(0).sqrt(),
         jpm=jm,
-        grad_norm=((gram @ qt) * qt).sum(1).clamp_min(0).sqrt(),
+        grad_norm=grad_norm,
         radius=_radius(layers, pres, rows),
+        known_norms=known.get("norms"),
+        known_coefficients=known.get("coefficients"),
     )
