@@ -123,7 +123,11 @@ class BatchCertifier:
         """Rows left after subtracting the samples ``keep`` at their decoded values."""
         c = lin.coefficients()[keep]
         xt = torch.cat([lin.x[keep], torch.ones(int(keep.numel()), 1, dtype=lin.x.dtype)], 1)
-        return self.measured - c.T @ xt
+        k, r = torch.nonzero(c, as_tuple=True)
+        if 10 * k.numel() >= c.numel():
+            return self.measured - c.T @ xt
+        # few members per row (an imprint layer): the same sums over the non-zero terms only
+        return self.measured.index_add(0, r, -c[k, r].unsqueeze(1) * xt[k])
 
     def _conclude(
         self, error: torch.Tensor, radius: torch.Tensor, resid: torch.Tensor, allowed: torch.Tensor

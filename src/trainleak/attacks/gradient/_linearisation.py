@@ -151,13 +151,17 @@ def _linear_layers(split: FirstLayerSplit) -> list[nn.Linear]:
     return layers
 
 
-def _forward(layers: list[nn.Linear], x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Hidden pre-activations (every layer but the last) and the softmax output."""
+def _forward(
+    layers: list[nn.Linear], x: torch.Tensor, rows: RowGroups
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Hidden pre-activations (every layer but the last) and the softmax output; the first
+    layer through its distinct rows."""
     pres = []
     h = x
     with torch.no_grad():
-        for layer in layers[:-1]:
-            z = layer(h)
+        for i, layer in enumerate(layers[:-1]):
+            bias = layer.bias
+            z = layer(h) if i or bias is None else rows.right(h) + bias.detach()
             pres.append(z)
             h = torch.relu(z)
         probs = torch.softmax(layers[-1](h), dim=1)
@@ -245,7 +249,7 @@ def linearise(
     """
     layers = _linear_layers(split)
     rows = RowGroups(layers[0].weight.detach())
-    pres, probs = _forward(layers, x)
+    pres, probs = _forward(layers, x, rows)
     masks = [(z > 0).to(x.dtype) for z in pres]
     row, nxt = transform
     onehot = torch.nn.functional.one_hot(labels, probs.shape[1]).to(x.dtype)

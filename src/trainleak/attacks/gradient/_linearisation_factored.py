@@ -33,8 +33,11 @@ class FactoredColumns:
     merged: torch.Tensor  # (n, C, G): Q_i W_1 = merged_i @ (distinct first-layer rows)
 
     def q(self) -> torch.Tensor:
-        """The transformed backprop product ``(n, C, m')``."""
-        return self.vk[..., self.kind] * self.scale.unsqueeze(1)
+        """The transformed backprop product ``(n, C, m')``, as one batched product with the
+        (one non-zero per column) ``(n, K, m')`` spread of ``scale``: each entry is the single
+        product ``vk * scale`` plus exact zeros."""
+        pick = torch.nn.functional.one_hot(self.kind, self.vk.shape[2]).T.to(self.vk.dtype)
+        return self.vk @ (pick.unsqueeze(0) * self.scale.unsqueeze(1))
 
     def norms(self, gram: torch.Tensor) -> torch.Tensor:
         """``||grad c_ir|| = sqrt(q_ir^T gram_i q_ir)`` for the per-sample ``gram`` ``(n, C, C)``."""
