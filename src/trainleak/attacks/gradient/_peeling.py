@@ -259,7 +259,8 @@ class PeelingDecoder:
         zeros = torch.zeros(n, dtype=torch.long)
         if n == 0 or self.scale is None:
             return none, zeros, zeros, torch.ones(n, dtype=torch.float64)
-        reach, c = self._signals(props)
+        in_range = self._in_range(props.x)
+        reach, c = self._signals(props, in_range)
         _, rb = self._rows()
         target = rb[props.row].unsqueeze(1) * self.scale  # (n, 1)
         kk = torch.round(target / torch.where(c == 0, torch.ones_like(c), c))
@@ -271,19 +272,39 @@ class PeelingDecoder:
         valid &= target.abs() > 100 * slack  # rows at the rounding level read nothing
         valid &= (kk == 1) | (props.votes >= 2).unsqueeze(1)
         unique = valid.sum(1) == 1
-        ok = reach & unique & self._in_range(props.x)
+        ok = reach & unique & in_range
         labels = torch.where(unique, valid.to(torch.int64).argmax(1), zeros)
         mult = kk.gather(1, labels.unsqueeze(1)).squeeze(1).to(torch.long)
         mismatch = rel.gather(1, labels.unsqueeze(1)).squeeze(1).to(torch.float64)
         return ok, labels, torch.where(ok, mult, zeros), mismatch
 
-    def _signals(self, props: Proposals) -> tuple[torch.Tensor, torch.Tensor]:
-        """Whether each proposal reaches its row, and its per-label row coefficient ``c``."""
+    def _signals(
+        self, props: Proposals, need: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Whether each proposal reaches its row, and its per-label row coefficient ``c``.
+
+        With ``need`` (a mask), ``c`` is computed only for the marked proposals that reach
+        their row (zero elsewhere, never read): on honest networks most proposals are mixtures
+        outside the value range, and their forward passes were the decoder's main cost.
+        """
         if self._cache is not None and self._cache[0] is props:
             return self._cache[1], self._cache[2]
         r, nx = self.row[props.row], self.nxt[props.row]
         has_next = (nx >= 0).to(props.x.dtype)
         nx = nx.clamp(min=0)
+        if need is not None:
+            w, b = self.split.first.weight.detach(), self.split.first.bias.detach()
+            at_r = ((props.x * w[r]).sum(1) + b[r] > 0).to(props.x.dtype)
+            at_nx = ((props.x * w[nx]).sum(1) + b[nx] > 0).to(props.x.dtype)
+            reach = (at_r - has_next * at_nx) == 1
+            sel = torch.nonzero(reach & need).squeeze(1)
+            c = torch.zeros(props.x.shape[0], len(self.labels), dtype=props.x.dtype)
+            if sel.numel():
+                pre = self.rows.right(props.x[sel]) + b
+                cols = torch.stack([r[sel], nx[sel]], dim=1)
+                d = self.split.deltas_at(pre, self.labels, cols)
+                c[sel] = d[:, :, 0] - has_next[sel].unsqueeze(1) * d[:, :, 1]
+            return reach, c
         pre = self.rows.right(props.x) + self.split.first.bias.detach()
         active = (pre > 0).to(pre.dtype)
         ar = torch.arange(props.x.shape[0])
