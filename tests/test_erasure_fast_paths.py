@@ -49,7 +49,10 @@ def test_sparse_pivot_chain_and_refinement_equal_the_dense_ones(
 
     def refine(lin, resid, slack, start):  # type: ignore[no-untyped-def]
         nonlocal refined
-        fast, dense = refine_chain(lin, resid, slack, start), refine_chain_dense(lin, resid, slack, start)
+        fast, dense = (
+            refine_chain(lin, resid, slack, start),
+            refine_chain_dense(lin, resid, slack, start),
+        )
         seen.append((fast, dense))
         refined += int((dense.error < start.error).sum())
         return fast

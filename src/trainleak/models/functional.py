@@ -169,9 +169,7 @@ class FirstLayerSplit:
         w2 = self._second().weight.detach()
         return (g @ w2) * (h > 0).to(h.dtype).unsqueeze(1)
 
-    def deltas_at(
-        self, h: torch.Tensor, labels: torch.Tensor, cols: torch.Tensor
-    ) -> torch.Tensor:
+    def deltas_at(self, h: torch.Tensor, labels: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """The entries ``cols`` (``(n, k)``, per input) of :meth:`deltas`, from the first-layer
         pre-activations ``h`` (``(n, width)``), without forming the others: ``(n, C, k)``."""
         if len(self.model.layers) < 2:

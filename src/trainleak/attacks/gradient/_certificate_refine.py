@@ -24,7 +24,9 @@ from trainleak.attacks.gradient._certificate_pivot import _Arrays, _moves
 from trainleak.attacks.gradient._linearisation import Linearisation
 
 
-def _pair_products(dist: np.ndarray, dev_c: np.ndarray, pk: np.ndarray, pr: np.ndarray) -> np.ndarray:
+def _pair_products(
+    dist: np.ndarray, dev_c: np.ndarray, pk: np.ndarray, pr: np.ndarray
+) -> np.ndarray:
     """``(dist @ dev_c)[pk, pr]``, without the whole product when the pairs are few."""
     n, m = dev_c.shape
     if pk.size * n > n * m * 4:

@@ -24,9 +24,9 @@ References:
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
+from typing import Any
 
 import torch
 from torch import nn
@@ -123,27 +123,11 @@ class Linearisation:
 
     def subset(self, idx: torch.Tensor) -> Linearisation:
         """The samples ``idx`` only."""
-        return Linearisation(
-            *(
-                t[idx]
-                for t in (
-                    self.x,
-                    self.labels,
-                    self.probs,
-                    self.q,
-                    self.absolute,
-                    self.m_mat,
-                    self.m_norm,
-                    self.jpm,
-                    self.grad_norm,
-                    self.radius,
-                )
-            ),
-            known_norms=None if self.known_norms is None else self.known_norms[idx],
-            known_coefficients=None
-            if self.known_coefficients is None
-            else self.known_coefficients[idx],
-        )
+        parts: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            parts[f.name] = None if v is None else v[idx]
+        return Linearisation(**parts)
 
 
 def _linear_layers(split: FirstLayerSplit) -> list[nn.Linear]:
@@ -168,7 +152,9 @@ def _forward(
     return pres, probs
 
 
-def _backprop(layers: list[nn.Linear], masks: list[torch.Tensor], cols: torch.Tensor) -> torch.Tensor:
+def _backprop(
+    layers: list[nn.Linear], masks: list[torch.Tensor], cols: torch.Tensor
+) -> torch.Tensor:
     """``Q = W_L A_{L-1} ... W_2 A_1`` per sample at the first-layer neurons ``cols``,
     ``(n, C, len(cols))``."""
     n = masks[0].shape[0]

@@ -40,7 +40,7 @@ class FactoredColumns:
         return self.vk @ (pick.unsqueeze(0) * self.scale.unsqueeze(1))
 
     def norms(self, gram: torch.Tensor) -> torch.Tensor:
-        """``||grad c_ir|| = sqrt(q_ir^T gram_i q_ir)`` for the per-sample ``gram`` ``(n, C, C)``."""
+        """``||grad c_ir|| = sqrt(q_ir^T gram_i q_ir)`` for per-sample ``gram`` ``(n, C, C)``."""
         g = ((gram @ self.vk) * self.vk).sum(1).clamp_min(0).sqrt()  # (n, K)
         return g[:, self.kind] * self.scale.abs()
 
