@@ -314,7 +314,8 @@ def timing_markdown(res: dict[str, Any]) -> str:
         "# Attack time over the client's update time (FedSGD, MNIST, float64, one thread)",
         "",
         f"Command: `{res['command']}`; {res['machine']}; load average (1 min) {res['load'][0]:.2f}"
-        f" at start, {res['load'][1]:.2f} at end; {res['seconds']:.0f} s in all.",
+        f" at start, {res['load'][1]:.2f} at end; {res['seconds']:.0f} s in all."
+        + (f" {res['note']}" if res.get("note") else ""),
         "Client step: forward, mean cross-entropy and backward to every parameter of the "
         "same model on the same batch (median of 30 warm runs). Attack: the whole "
         f"erasure-decoding call, decoding and certificate (median of {res['repeats']} warm "
@@ -347,6 +348,7 @@ def run_timing(args: argparse.Namespace, pool: Pool) -> None:
         "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
         "1 thread",
         "repeats": 1 if args.quick else 3,
+        "note": args.note,
     }
     res["timing"] = timing(pool, sizes, 1 if args.quick else 3, res["repeats"])
     res["seconds"] = time.perf_counter() - start
@@ -363,6 +365,7 @@ def main() -> None:
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--parts", choices=["all", "timing"], default="all")
     ap.add_argument("--label", default="", help="suffix of the timing result files")
+    ap.add_argument("--note", default="", help="a sentence for the timing page's header")
     args = ap.parse_args()
     torch.set_num_threads(1)
     trials = 1 if args.quick else 3
