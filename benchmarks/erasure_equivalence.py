@@ -100,6 +100,7 @@ def compare(old_path: str, new_path: str) -> None:
     for key in _cases():
         a, b = old[key], new[key]
         x, y = _batch(pool, key)
+        x = x.reshape(x.shape[0], -1)
         oa, ob = torch.argsort(a["x"].sum(1)), torch.argsort(b["x"].sum(1))
         same_n = a["x"].shape == b["x"].shape
         dx = float((a["x"][oa] - b["x"][ob]).abs().max()) if same_n and a["x"].numel() else 0.0
