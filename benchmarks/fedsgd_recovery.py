@@ -6,13 +6,19 @@ first-layer neurons, passive decoding per training level, Inverting Gradients' P
 iterations, attack time over client time, and the effect of release-time defenses.
 
 Run: ``TRAINLEAK_DATA=../shared/data .venv/bin/python benchmarks/fedsgd_recovery.py [--quick]``
+
+``--parts timing`` reruns only the attack-time table (``benchmarks/results/fedsgd_timing.{json,md}``
+, or ``fedsgd_timing_<label>`` with ``--label``): per batch, the median of repeated warm runs of
+the erasure attack over the median of repeated warm client steps, in one process.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +31,7 @@ from trainleak.attacks.gradient.inverting import InvertingGradients
 from trainleak.defenses import chain
 from trainleak.defenses.gradient import ClipNorm, GaussianNoise, Quantize
 from trainleak.metrics.exact_recovery import score_exact_recovery
+from trainleak.models.functional import batch_gradient, instantiate
 from trainleak.releases import Knowledge
 from trainleak.scenarios.federated import active_cell, passive_cell, trained_mlp
 from trainleak.systems.federated import fedsgd_update
@@ -226,15 +233,147 @@ def markdown(res: dict[str, Any]) -> str:
     return "\n".join(head + body + tail)
 
 
+def _median_seconds(fn: Any, repeats: int) -> tuple[float, float]:
+    """Median wall and median CPU seconds of ``repeats`` calls of ``fn`` (after a warm-up).
+
+    CPU seconds (this process's clock) are what a busy machine distorts least: wall time
+    also counts the time other processes held the core.
+    """
+    fn()
+    wall, cpu = [], []
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return statistics.median(wall), statistics.median(cpu)
+
+
+def _timed_cell(
+    attack: Any, update: Any, kn: Knowledge, x: torch.Tensor, y: torch.Tensor, repeats: int
+) -> dict[str, Any]:
+    """Attack seconds over the client's step on the same batch, both medians of warm runs.
+
+    The client's step is what an honest client computes for this round: the forward pass,
+    the mean cross-entropy and its backward pass to every parameter
+    (:func:`~trainleak.models.functional.batch_gradient`), model already built, float64,
+    one thread. The attack's time is the whole call, from the release to the certified
+    reconstruction (its model built inside).
+    """
+    model = instantiate(update.architecture, update.parameters)
+    xs = x.to(update.dtype)
+    client, client_cpu = _median_seconds(lambda: batch_gradient(model, xs, y), 30)
+    recs: list[Any] = []
+    att, att_cpu = _median_seconds(lambda: recs.append(attack(update, kn)), repeats)
+    s = score_exact_recovery(x, y, recs[-1])
+    return {
+        "attack": attack.name,
+        "B": len(x),
+        "exact_rate": s.exact_rate,
+        "certified_fraction": s.certified_fraction,
+        "false_certificates": s.false_certificates,
+        "client_s": client,
+        "attack_s": att,
+        "client_cpu_s": client_cpu,
+        "attack_cpu_s": att_cpu,
+        "ratio": att / client,
+        "cpu_ratio": att_cpu / client_cpu,
+    }
+
+
+def timing(pool: Pool, sizes: list[int], trials: int, repeats: int) -> list[dict[str, Any]]:
+    """The active cells of ``active_vs_batch`` (2B neurons, 3 groups, same seeds and batches)
+    and passive decoding on the honest 784-1024-10 MLP (0 and 100 SGD steps, B = 32)."""
+    kn = Knowledge(input_shape=pool.input_shape, value_range=(0.0, 1.0), active=True)
+    rows = []
+    for b in sizes:
+        for t in range(trials):
+            x, y = pool.batch(b, torch.Generator().manual_seed(t * 7919 + b))
+            x = x.double()
+            spec, params = malicious_mlp(
+                pool.input_shape, pool.n_classes, pool.public_x, n_groups=3,
+                bins_per_group=-(-2 * b // 3), hidden=32, seed=t,
+            )  # fmt: skip
+            upd = fedsgd_update(spec, params, x, y)
+            rows.append({**_timed_cell(ErasureDecodingActive(), upd, kn, x, y, repeats), "seed": t})
+    honest = Knowledge(input_shape=pool.input_shape, value_range=(0.0, 1.0))
+    for steps in (0, 100):
+        spec, params = trained_mlp(pool, width=1024, steps=steps)
+        for t in range(trials):
+            x, y = pool.batch(32, torch.Generator().manual_seed(t * 7919 + 33))
+            x = x.double()
+            upd = fedsgd_update(spec, params, x, y)
+            cell = _timed_cell(ErasureDecodingPassive(), upd, honest, x, y, repeats)
+            rows.append({**cell, "seed": t, "train_steps": steps})
+    return rows
+
+
+def timing_markdown(res: dict[str, Any]) -> str:
+    """The timing rows as a Markdown page."""
+    lines = [
+        "# Attack time over the client's update time (FedSGD, MNIST, float64, one thread)",
+        "",
+        f"Command: `{res['command']}`; {res['machine']}; load average (1 min) {res['load'][0]:.2f}"
+        f" at start, {res['load'][1]:.2f} at end; {res['seconds']:.0f} s in all."
+        + (f" {res['note']}" if res.get("note") else ""),
+        "Client step: forward, mean cross-entropy and backward to every parameter of the "
+        "same model on the same batch (median of 30 warm runs). Attack: the whole "
+        f"erasure-decoding call, decoding and certificate (median of {res['repeats']} warm "
+        "runs). CPU: this process's CPU clock; wall: elapsed time (inflated by other "
+        "processes when the machine is loaded). Aim: ratio <= 10 at B = 128 and 512 (active).",
+        "",
+        "| attack | B | SGD steps | seed | exact | certified | false cert. | client CPU ms | "
+        "attack CPU ms | CPU ratio | wall ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in res["timing"]:
+        lines.append(
+            f"| {r['attack']} | {r['B']} | {r.get('train_steps', '-')} | {r['seed']} | "
+            f"{r['exact_rate']:.3f} | {r['certified_fraction']:.3f} | {r['false_certificates']} | "
+            f"{1e3 * r['client_cpu_s']:.2f} | {1e3 * r['attack_cpu_s']:.1f} | "
+            f"{r['cpu_ratio']:.1f} | {r['ratio']:.1f} |"
+        )
+    return "\n".join(lines + [""])
+
+
+def run_timing(args: argparse.Namespace, pool: Pool) -> None:
+    """``--parts timing``: the time table alone."""
+    load0 = os.getloadavg()[0]
+    start = time.perf_counter()
+    sizes = [128] if args.quick else [128, 512]
+    res: dict[str, Any] = {
+        "command": "python benchmarks/fedsgd_recovery.py --parts timing"
+        + (" --quick" if args.quick else "")
+        + (f" --label {args.label}" if args.label else ""),
+        "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
+        "1 thread",
+        "repeats": 1 if args.quick else 3,
+        "note": args.note,
+    }
+    res["timing"] = timing(pool, sizes, 1 if args.quick else 3, res["repeats"])
+    res["seconds"] = time.perf_counter() - start
+    res["load"] = [load0, os.getloadavg()[0]]
+    name = "fedsgd_timing" + (f"_{args.label}" if args.label else "")
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{name}.json").write_text(json.dumps(res, indent=1, default=float))
+    (OUT / f"{name}.md").write_text(timing_markdown(res))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="one trial, fewer sizes")
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--parts", choices=["all", "timing"], default="all")
+    ap.add_argument("--label", default="", help="suffix of the timing result files")
+    ap.add_argument("--note", default="", help="a sentence for the timing page's header")
     args = ap.parse_args()
     torch.set_num_threads(1)
     trials = 1 if args.quick else 3
     start = time.perf_counter()
     pool = load_pool("mnist", n_public=1000, data_dir=args.data_dir)
+    if args.parts == "timing":
+        run_timing(args, pool)
+        return
     res: dict[str, Any] = {
         "command": "python benchmarks/fedsgd_recovery.py" + (" --quick" if args.quick else ""),
         "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "

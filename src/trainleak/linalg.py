@@ -1,7 +1,10 @@
 """Linear-algebra helpers: Haar-random rotations, the polar factor (Procrustes), and the
-row space of a layer gradient with the distance of a vector to it (span tests)."""
+row space of a layer gradient with the distance of a vector to it (span tests), and products
+with a weight whose rows repeat (:class:`RowGroups`)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -68,3 +71,88 @@ def span_distance(v: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:
     """
     unit = v / v.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(v.dtype).tiny)
     return (unit - (unit @ basis) @ basis.T).norm(dim=-1)
+
+
+class RowGroups:
+    """Rows of a first-layer weight that are exact copies of each other (a malicious imprint
+    layer repeats one direction per group): ``weight == unique[inverse]`` bit for bit.
+
+    Products with the weight then run over the distinct rows only; on an honest layer (no
+    repeated rows) they fall back to the plain product.
+    """
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        self.weight = weight
+        probe = torch.linspace(1.0, 2.0, int(weight.shape[1]), dtype=weight.dtype)
+        _, inverse = torch.unique(weight @ probe, return_inverse=True)
+        first = torch.full((int(inverse.max()) + 1,), weight.shape[0], dtype=torch.long)
+        first.scatter_reduce_(0, inverse, torch.arange(weight.shape[0]), reduce="amin")
+        exact = 2 * first.numel() <= weight.shape[0] and torch.equal(weight[first][inverse], weight)
+        self.unique = weight[first] if exact else None
+        self.inverse = inverse
+
+    def left(self, q: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """``q @ weight[rows]`` for ``q`` of shape ``(..., len(rows))`` (all rows by default)."""
+        if self.unique is None:
+            return q @ (self.weight if rows is None else self.weight[rows])
+        merged = torch.zeros(*q.shape[:-1], self.unique.shape[0], dtype=q.dtype)
+        inverse = self.inverse if rows is None else self.inverse[rows]
+        return merged.index_add_(-1, inverse, q) @ self.unique
+
+    def factor(
+        self, q: torch.Tensor, rows: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(coef, basis)`` with ``coef @ basis == q @ weight[rows]``: ``basis`` the distinct
+        rows (the rows themselves when none repeat)."""
+        if self.unique is None:
+            return q, (self.weight if rows is None else self.weight[rows])
+        merged = torch.zeros(*q.shape[:-1], self.unique.shape[0], dtype=q.dtype)
+        inverse = self.inverse if rows is None else self.inverse[rows]
+        return merged.index_add_(-1, inverse, q), self.unique
+
+    def unique_rows(self) -> torch.Tensor:
+        """The distinct rows (all rows when none repeat)."""
+        return self.weight if self.unique is None else self.unique
+
+    def right(self, x: torch.Tensor) -> torch.Tensor:
+        """``x @ weight^T`` for ``x`` of shape ``(n, d)``."""
+        if self.unique is None:
+            return x @ self.weight.T
+        return (x @ self.unique.T)[:, self.inverse]
+
+    def spectral_norm(self) -> float:
+        """``||weight||_2``, from the Gram matrix of the distinct rows weighted by their counts."""
+        if self.unique is None:
+            return float(torch.linalg.matrix_norm(self.weight, ord=2))
+        counts = torch.bincount(self.inverse).to(self.weight.dtype).sqrt()
+        scaled = self.unique * counts.unsqueeze(1)
+        return math.sqrt(max(float(torch.linalg.eigvalsh(scaled @ scaled.T)[-1]), 0.0))
+
+
+def later_duplicates(x: torch.Tensor, tol: float) -> torch.Tensor:
+    """Which rows of ``x`` (``(n, d)``) lie within ``tol`` in max-abs distance of an earlier row.
+
+    Equal to ``torch.triu(torch.cdist(x, x, p=inf) <= tol, 1).any(0)``, without the ``n x n x
+    d`` work: two rows within ``tol`` have means within ``tol`` (plus the means' rounding, at
+    most ``d eps max|x|``), so only pairs whose means are that close are compared exactly.
+    """
+    n, d = int(x.shape[0]), int(x.shape[1])
+    dup = torch.zeros(n, dtype=torch.bool)
+    if n < 2:
+        return dup
+    mean = x.mean(1)
+    width = tol + d * float(torch.finfo(x.dtype).eps) * float(x.abs().max())
+    order = torch.argsort(mean)
+    s = mean[order]
+    hi = torch.searchsorted(s, s + width, right=True)
+    start = torch.arange(n) + 1
+    count = (hi - start).clamp_min(0)
+    if int(count.sum()) > n * n // 4:  # no pruning to speak of: compare every pair
+        return torch.triu(torch.cdist(x, x, p=float("inf")) <= tol, diagonal=1).any(0)
+    a = torch.repeat_interleave(torch.arange(n), count)
+    b = torch.arange(int(count.sum())) - torch.repeat_interleave(count.cumsum(0) - count, count)
+    i, j = order[a], order[start[a] + b]
+    close = (x[i] - x[j]).abs().amax(1) <= tol
+    later = torch.maximum(i, j)[close]
+    dup[later] = True
+    return dup

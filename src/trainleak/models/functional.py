@@ -163,13 +163,54 @@ class FirstLayerSplit:
             ``cross_entropy(model(x_i), labels[c])``.
         """
         h = self.pre_activation(x)
+        if len(self.model.layers) < 2:
+            return self._direct_deltas(h, labels)
+        g = self.upper_gradients(h, labels)  # (n, C, n_2)
+        w2 = self._second().weight.detach()
+        return (g @ w2) * (h > 0).to(h.dtype).unsqueeze(1)
+
+    def deltas_at(self, h: torch.Tensor, labels: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """The entries ``cols`` (``(n, k)``, per input) of :meth:`deltas`, from the first-layer
+        pre-activations ``h`` (``(n, width)``), without forming the others: ``(n, C, k)``."""
+        if len(self.model.layers) < 2:
+            full = self._direct_deltas(h, labels)
+            return full.gather(2, cols.unsqueeze(1).expand(-1, full.shape[1], -1))
+        g = self.upper_gradients(h, labels)  # (n, C, n_2)
+        w = self._second().weight.detach().T[cols]  # (n, k, n_2)
+        mask = (h.gather(1, cols) > 0).to(h.dtype)
+        return (g @ w.transpose(1, 2)) * mask.unsqueeze(1)
+
+    def upper_gradients(self, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Gradient of ``cross_entropy`` with respect to the second layer's output, for every
+        input (first-layer pre-activations ``h``, ``(n, width)``) under every label,
+        ``(n, C, n_2)``; the layers above the second run once per (input, label) pair."""
+        second = self._second()
+        with torch.no_grad():
+            z = second(torch.relu(h))
+        n, c = z.shape[0], labels.shape[0]
+        zz = z.unsqueeze(1).expand(n, c, z.shape[1]).reshape(n * c, z.shape[1])
+        zz = zz.clone().requires_grad_(True)
+        out = zz
+        for layer in self.model.layers[2:]:
+            out = layer(torch.relu(out))
+        loss = F.cross_entropy(out, labels.repeat(n), reduction="sum")
+        (g,) = torch.autograd.grad(loss, zz)
+        return g.reshape(n, c, z.shape[1])
+
+    def _direct_deltas(self, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """:meth:`deltas` through autograd on every (input, label) pair (any tail)."""
         n, c = h.shape[0], labels.shape[0]
         hh = h.unsqueeze(1).expand(n, c, self.width).reshape(n * c, self.width)
         hh = hh.clone().requires_grad_(True)
-        yy = labels.repeat(n)
-        loss = F.cross_entropy(self.tail(hh), yy, reduction="sum")
+        loss = F.cross_entropy(self.tail(hh), labels.repeat(n), reduction="sum")
         (d,) = torch.autograd.grad(loss, hh)
         return d.reshape(n, c, self.width)
+
+    def _second(self) -> nn.Linear:
+        second = self.model.layers[1]
+        if not isinstance(second, nn.Linear):
+            raise ConfigError.invalid("architecture", "a second fully connected layer", second)
+        return second
 
     def labelled_deltas(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``dl/dh1`` of each ``(x_i, y_i)`` pair, ``(n, width)``."""
@@ -177,6 +218,18 @@ class FirstLayerSplit:
         loss = F.cross_entropy(self.tail(h), y, reduction="sum")
         (d,) = torch.autograd.grad(loss, h)
         return d
+
+
+def sum_gradient_and_deltas(
+    split: FirstLayerSplit, x: torch.Tensor, y: torch.Tensor
+) -> tuple[StateDict, torch.Tensor]:
+    """:func:`sum_gradient` and, from the same backward pass, ``dl/dh1`` of every sample
+    (:meth:`FirstLayerSplit.labelled_deltas`), ``(n, width)``."""
+    names, params = zip(*split.model.named_parameters())
+    h = split.first(x.reshape(x.shape[0], -1))
+    loss = F.cross_entropy(split.tail(h), y, reduction="sum")
+    *grads, d = torch.autograd.grad(loss, [*params, h])
+    return {n: g.detach() for n, g in zip(names, grads)}, d.detach()
 
 
 def check_inputs(x: torch.Tensor, y: torch.Tensor) -> None:

@@ -19,10 +19,10 @@ from trainleak.attacks.gradient._certificate import (
     Certificate,
     CertificateSettings,
     own_rounding,
-    pivot_chain,
     rounding_bound,
 )
 from trainleak.attacks.gradient._certificate_core import core_bound
+from trainleak.attacks.gradient._certificate_pivot import pivot_chain
 from trainleak.attacks.gradient._certificate_refine import refine_chain
 from trainleak.attacks.gradient._certificate_scale import scale_error
 from trainleak.attacks.gradient._certificate_span import span_core_bound
@@ -123,7 +123,11 @@ class BatchCertifier:
         """Rows left after subtracting the samples ``keep`` at their decoded values."""
         c = lin.coefficients()[keep]
         xt = torch.cat([lin.x[keep], torch.ones(int(keep.numel()), 1, dtype=lin.x.dtype)], 1)
-        return self.measured - c.T @ xt
+        k, r = torch.nonzero(c, as_tuple=True)
+        if 10 * k.numel() >= c.numel():
+            return self.measured - c.T @ xt
+        # few members per row (an imprint layer): the same sums over the non-zero terms only
+        return self.measured.index_add(0, r, -c[k, r].unsqueeze(1) * xt[k])
 
     def _conclude(
         self, error: torch.Tensor, radius: torch.Tensor, resid: torch.Tensor, allowed: torch.Tensor

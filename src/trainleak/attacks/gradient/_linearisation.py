@@ -24,12 +24,16 @@ References:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cached_property
+from typing import Any
 
 import torch
 from torch import nn
 
+from trainleak.attacks.gradient._linearisation_factored import factor_columns
 from trainleak.attacks.gradient.layout import difference_last
+from trainleak.linalg import RowGroups
 from trainleak.models.functional import FirstLayerSplit
 
 
@@ -42,7 +46,8 @@ class Linearisation:
         labels: their labels ``(n,)``.
         probs: softmax outputs ``(n, C)``.
         q: transformed backprop matrices ``(n, C, m')``: ``c_ir(x, y) = q[i, :, r] . (p - e_y)``.
-        q_abs: the same product taken over absolute values (rounding-error scale).
+        absolute: ``|q|^T |p - e_y|`` per (sample, row), with ``|q|`` the backprop product taken
+            over absolute values (the scale of the coefficient's rounding error), ``(n, m')``.
         m_mat: logits Jacobians ``M_i`` ``(n, C, d)``.
         m_norm: their spectral norms ``(n,)``.
         jpm: ``Jp(x_i) M_i`` (``Jp`` the softmax Jacobian): ``grad_x c_ir = jpm_i^T q_ir``.
@@ -54,16 +59,32 @@ class Linearisation:
     labels: torch.Tensor
     probs: torch.Tensor
     q: torch.Tensor
-    q_abs: torch.Tensor
+    absolute: torch.Tensor
     m_mat: torch.Tensor
     m_norm: torch.Tensor
     jpm: torch.Tensor
     grad_norm: torch.Tensor
     radius: torch.Tensor
+    known_norms: torch.Tensor | None = None
+    known_coefficients: torch.Tensor | None = None
 
     @property
     def n(self) -> int:
         return int(self.x.shape[0])
+
+    @cached_property
+    def q_norm(self) -> torch.Tensor:
+        """``||q_ir||`` over the classes, ``(n, m')`` (computed once)."""
+        if self.known_norms is not None:
+            return self.known_norms
+        return (self.q * self.q).sum(1).sqrt()
+
+    @cached_property
+    def own_coefficients(self) -> torch.Tensor:
+        """``c_ir`` under the samples' own labels, ``(n, m')`` (computed once; read-only)."""
+        if self.known_coefficients is not None:
+            return self.known_coefficients
+        return self.coefficients_under(self.labels)
 
     @property
     def xt_norm(self) -> torch.Tensor:
@@ -72,14 +93,17 @@ class Linearisation:
 
     def coefficients(self, labels: torch.Tensor | None = None) -> torch.Tensor:
         """``c_ir`` at the samples under ``labels`` (default: their own), ``(n, m')``."""
-        lab = self.labels if labels is None else labels
-        onehot = torch.nn.functional.one_hot(lab, self.probs.shape[1]).to(self.probs.dtype)
+        return self.own_coefficients if labels is None else self.coefficients_under(labels)
+
+    def coefficients_under(self, labels: torch.Tensor) -> torch.Tensor:
+        """``c_ir`` at the samples under ``labels``, ``(n, m')``."""
+        onehot = torch.nn.functional.one_hot(labels, self.probs.shape[1]).to(self.probs.dtype)
         return torch.einsum("icr,ic->ir", self.q, self.probs - onehot)
 
     def curvature(self) -> torch.Tensor:
         """Bound of the second derivative of ``c_ir`` on the region: ``3/2 ||q_ir|| ||M_i||^2``
         ``(n, m')``."""
-        return 1.5 * self.q.norm(dim=1) * (self.m_norm**2).unsqueeze(1)
+        return 1.5 * self.q_norm * (self.m_norm**2).unsqueeze(1)
 
     def lipschitz(self, t: torch.Tensor | float | None = None) -> torch.Tensor:
         """Per (sample, row) Lipschitz constant of ``c_ir`` on the region, ``(n, m')``.
@@ -90,8 +114,7 @@ class Linearisation:
         p^T - p a^T`` with ``||a|| = ||Jp u|| <= ||u|| / 2``). Without ``t``: ``||q_ir||
         ||M_i|| / 2`` (the whole region).
         """
-        qn = self.q.norm(dim=1)
-        region = 0.5 * qn * self.m_norm.unsqueeze(1)
+        region = 0.5 * self.q_norm * self.m_norm.unsqueeze(1)
         if t is None:
             return region
         tt = torch.as_tensor(t, dtype=self.x.dtype).reshape(-1, 1)
@@ -100,23 +123,11 @@ class Linearisation:
 
     def subset(self, idx: torch.Tensor) -> Linearisation:
         """The samples ``idx`` only."""
-        return Linearisation(
-            *(
-                t[idx]
-                for t in (
-                    self.x,
-                    self.labels,
-                    self.probs,
-                    self.q,
-                    self.q_abs,
-                    self.m_mat,
-                    self.m_norm,
-                    self.jpm,
-                    self.grad_norm,
-                    self.radius,
-                )
-            )
-        )
+        parts: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            parts[f.name] = None if v is None else v[idx]
+        return Linearisation(**parts)
 
 
 def _linear_layers(split: FirstLayerSplit) -> list[nn.Linear]:
@@ -124,13 +135,17 @@ def _linear_layers(split: FirstLayerSplit) -> list[nn.Linear]:
     return layers
 
 
-def _forward(layers: list[nn.Linear], x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Hidden pre-activations (every layer but the last) and the softmax output."""
+def _forward(
+    layers: list[nn.Linear], x: torch.Tensor, rows: RowGroups
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Hidden pre-activations (every layer but the last) and the softmax output; the first
+    layer through its distinct rows."""
     pres = []
     h = x
     with torch.no_grad():
-        for layer in layers[:-1]:
-            z = layer(h)
+        for i, layer in enumerate(layers[:-1]):
+            bias = layer.bias
+            z = layer(h) if i or bias is None else rows.right(h) + bias.detach()
             pres.append(z)
             h = torch.relu(z)
         probs = torch.softmax(layers[-1](h), dim=1)
@@ -138,33 +153,64 @@ def _forward(layers: list[nn.Linear], x: torch.Tensor) -> tuple[list[torch.Tenso
 
 
 def _backprop(
-    layers: list[nn.Linear], masks: list[torch.Tensor]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``Q = W_L A_{L-1} ... W_2 A_1`` per sample, and the same over absolute values."""
+    layers: list[nn.Linear], masks: list[torch.Tensor], cols: torch.Tensor
+) -> torch.Tensor:
+    """``Q = W_L A_{L-1} ... W_2 A_1`` per sample at the first-layer neurons ``cols``,
+    ``(n, C, len(cols))``."""
     n = masks[0].shape[0]
-    w_last = layers[-1].weight.detach()
-    q = w_last.expand(n, *w_last.shape)
-    qa = w_last.abs().expand(n, *w_last.shape)
+    ws = [layer.weight.detach() for layer in layers]
+    ws[1] = ws[1][:, cols]
+    q = ws[-1].expand(n, *ws[-1].shape)
     for l in range(len(layers) - 2, 0, -1):
-        mk = masks[l].unsqueeze(1)
-        w = layers[l].weight.detach()
-        q = (q * mk) @ w
-        qa = (qa * mk) @ w.abs()
-    return q * masks[0].unsqueeze(1), qa * masks[0].unsqueeze(1)
+        q = (q * masks[l].unsqueeze(1)) @ ws[l]
+    return q * masks[0][:, cols].unsqueeze(1)
 
 
-def _radius(layers: list[nn.Linear], pres: list[torch.Tensor]) -> torch.Tensor:
+def _transformed(
+    layers: list[nn.Linear], masks: list[torch.Tensor], transform: tuple[torch.Tensor, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(Q at the neurons row, Q after the row transform)``. When every ``next`` is the
+    following ``row`` (cumulative bins in order, or no transform), the transform is a shifted
+    difference of the first, with no gather over the ``(n, C, m)`` product."""
+    row, nxt = transform
+    has = nxt >= 0
+    q = _backprop(layers, masks, row)
+    if bool(((nxt[:-1] == row[1:]) | ~has[:-1]).all()) and not bool(has[-1]):
+        return q, q - has.to(q.dtype) * torch.roll(q, -1, dims=-1)
+    full = _backprop(layers, masks, torch.arange(masks[0].shape[1]))
+    return q, difference_last(full, row, nxt)
+
+
+def _absolute(
+    layers: list[nn.Linear], masks: list[torch.Tensor], weights: torch.Tensor
+) -> torch.Tensor:
+    """``weights_i^T |W_L| A_{L-1} ... |W_2| A_1`` per sample, ``(n, m)``: the product over
+    absolute values contracted with ``weights`` (``(n, C)``) before it is formed."""
+    v = weights @ layers[-1].weight.detach().abs()
+    for l in range(len(layers) - 2, 0, -1):
+        v = (v * masks[l]) @ layers[l].weight.detach().abs()
+    return v * masks[0]
+
+
+def _radius(layers: list[nn.Linear], pres: list[torch.Tensor], rows: RowGroups) -> torch.Tensor:
     """Lower bound of the distance to the nearest activation change, per sample."""
     w1 = layers[0].weight.detach()
     radius = (pres[0].abs() / w1.norm(dim=1).clamp_min(1e-300)).amin(1)
     if len(pres) == 1:
         return radius
-    w1_norm = float(torch.linalg.matrix_norm(w1, ord=2))
+    w1_norm = rows.spectral_norm()
     masks = [(z > 0).to(z.dtype) for z in pres]
-    path = layers[1].weight.detach().unsqueeze(0) * masks[0].unsqueeze(1)  # (n, n_2, m)
+    w2 = layers[1].weight.detach()
+    # ||row j of W_2 A_1|| for every sample, without forming W_2 A_1
+    grad = (masks[0] @ (w2 * w2).T).clamp_min(0).sqrt() * w1_norm
+    radius = torch.minimum(radius, (pres[1].abs() / grad.clamp_min(1e-300)).amin(1))
+    if len(pres) == 2:
+        return radius
+    path = w2.unsqueeze(0) * masks[0].unsqueeze(1)  # (n, n_2, m)
     for l in range(1, len(pres)):
-        grad = path.norm(dim=2) * w1_norm  # bound of ||d z_l / d x|| per unit
-        radius = torch.minimum(radius, (pres[l].abs() / grad.clamp_min(1e-300)).amin(1))
+        if l > 1:
+            grad = path.norm(dim=2) * w1_norm  # bound of ||d z_l / d x|| per unit
+            radius = torch.minimum(radius, (pres[l].abs() / grad.clamp_min(1e-300)).amin(1))
         if l + 1 < len(pres):
             path = layers[l + 1].weight.detach() @ (path * masks[l].unsqueeze(2))
     return radius
@@ -188,27 +234,45 @@ def linearise(
         The :class:`Linearisation` (rows already transformed).
     """
     layers = _linear_layers(split)
-    pres, probs = _forward(layers, x)
+    rows = RowGroups(layers[0].weight.detach())
+    pres, probs = _forward(layers, x, rows)
     masks = [(z > 0).to(x.dtype) for z in pres]
-    q, qa = _backprop(layers, masks)
-    m_mat = q @ layers[0].weight.detach()
     row, nxt = transform
-    qt = difference_last(q, row, nxt)
-    has = (nxt >= 0).to(x.dtype)
-    qat = qa[..., row] + has * qa[..., nxt.clamp(min=0)]
+    onehot = torch.nn.functional.one_hot(labels, probs.shape[1]).to(x.dtype)
     jp = torch.diag_embed(probs) - probs.unsqueeze(2) * probs.unsqueeze(1)
-    jm = jp @ m_mat
-    gram = jm @ jm.transpose(1, 2)  # (n, C, C): ||grad c_ir||^2 = q_ir^T Jp M M^T Jp q_ir
-    grad_sq = torch.einsum("icr,icd,idr->ir", qt, gram, qt)
+    fac = factor_columns(layers, masks, transform, rows)
+    known: dict[str, torch.Tensor] = {}
+    if fac is None:
+        q, qt = _transformed(layers, masks, transform)
+        coef, basis = rows.factor(q, row)
+    else:
+        qt, coef, basis = fac.q(), fac.merged, rows.unique_rows()
+    m_mat = coef @ basis
+    if coef.shape[-1] < basis.shape[-1]:  # few distinct first-layer rows: Gram products small
+        small, bb = jp @ coef, basis @ basis.T
+        jm = small @ basis
+        gram, mm = small @ bb @ small.transpose(1, 2), coef @ bb @ coef.transpose(1, 2)
+    else:
+        jm = jp @ m_mat
+        gram, mm = jm @ jm.transpose(1, 2), m_mat @ m_mat.transpose(1, 2)
+    # gram (n, C, C): ||grad c_ir||^2 = q_ir^T Jp M M^T Jp q_ir
+    if fac is None:
+        grad_norm = ((gram @ qt) * qt).sum(1).clamp_min(0).sqrt()
+    else:
+        grad_norm, known = fac.norms(gram), fac.known(probs - onehot)
+    absolute = _absolute(layers, masks, (probs - onehot).abs())
+    has = (nxt >= 0).to(x.dtype)
     return Linearisation(
         x=x,
         labels=labels,
         probs=probs,
         q=qt,
-        q_abs=qat,
+        absolute=absolute[:, row] + has * absolute[:, nxt.clamp(min=0)],
         m_mat=m_mat,
-        m_norm=torch.linalg.matrix_norm(m_mat, ord=2),
+        m_norm=torch.linalg.eigvalsh(mm)[:, -1].clamp_min(0).sqrt(),
         jpm=jm,
-        grad_norm=grad_sq.clamp_min(0).sqrt(),
-        radius=_radius(layers, pres),
+        grad_norm=grad_norm,
+        radius=_radius(layers, pres, rows),
+        known_norms=known.get("norms"),
+        known_coefficients=known.get("coefficients"),
     )

@@ -36,7 +36,8 @@ from torch import nn
 
 from trainleak.attacks.gradient._span import SpanDecoder
 from trainleak.attacks.gradient.layout import difference_last, difference_rows
-from trainleak.models.functional import FirstLayerSplit, state_norm, sum_gradient
+from trainleak.linalg import RowGroups, later_duplicates
+from trainleak.models.functional import FirstLayerSplit, state_norm, sum_gradient_and_deltas
 from trainleak.models.spec import StateDict
 from trainleak.progress import Progress, report_every
 
@@ -100,6 +101,7 @@ class PeelingDecoder:
         span: SpanDecoder | None = None,
     ) -> None:
         self.model, self.split, self.span = model, FirstLayerSplit(model), span
+        self.rows = RowGroups(self.split.first.weight.detach())
         self.residual = {k: v.clone() for k, v in update.items()}
         self.row, self.nxt = transform
         self.given_b, self.settings = batch_size, settings
@@ -229,21 +231,20 @@ class PeelingDecoder:
             return found
         found = found[torch.argsort(mismatch[found])]
         sub = x[found]
-        dist = torch.cdist(sub, sub, p=float("inf"))
         tol = self.settings.merge_tol * max(float(sub.abs().max()), 1.0)
-        dup = torch.triu(dist <= tol, diagonal=1).any(0)
-        return found[~dup]
+        return found[~later_duplicates(sub, tol)]
 
     def _subtract(self, x: torch.Tensor, y: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """Peel: remove the samples' full gradients; return the rows that changed."""
         xr = x.repeat_interleave(k, dim=0)
         yr = y.repeat_interleave(k, dim=0)
-        g = sum_gradient(self.model, xr, yr)  # MLPs flatten their input
+        g, d = sum_gradient_and_deltas(self.split, xr, yr)  # MLPs flatten their input
         b = float(self.scale or 1)
         for name, v in g.items():
             self.residual[name] -= v / b
         self._rows_cache = None
-        deltas = difference_last(self.split.labelled_deltas(x, y), self.row, self.nxt).abs()
+        first = k.cumsum(0) - k  # each sample's first copy
+        deltas = difference_last(d[first], self.row, self.nxt).abs()
         self.mag += (deltas * k.unsqueeze(1).to(deltas.dtype)).sum(0) / b
         touched = deltas.amax(0) > 0
         return torch.nonzero(touched).squeeze(1)
@@ -258,7 +259,8 @@ class PeelingDecoder:
         zeros = torch.zeros(n, dtype=torch.long)
         if n == 0 or self.scale is None:
             return none, zeros, zeros, torch.ones(n, dtype=torch.float64)
-        reach, c = self._signals(props)
+        in_range = self._in_range(props.x)
+        reach, c = self._signals(props, in_range)
         _, rb = self._rows()
         target = rb[props.row].unsqueeze(1) * self.scale  # (n, 1)
         kk = torch.round(target / torch.where(c == 0, torch.ones_like(c), c))
@@ -270,25 +272,45 @@ class PeelingDecoder:
         valid &= target.abs() > 100 * slack  # rows at the rounding level read nothing
         valid &= (kk == 1) | (props.votes >= 2).unsqueeze(1)
         unique = valid.sum(1) == 1
-        ok = reach & unique & self._in_range(props.x)
+        ok = reach & unique & in_range
         labels = torch.where(unique, valid.to(torch.int64).argmax(1), zeros)
         mult = kk.gather(1, labels.unsqueeze(1)).squeeze(1).to(torch.long)
         mismatch = rel.gather(1, labels.unsqueeze(1)).squeeze(1).to(torch.float64)
         return ok, labels, torch.where(ok, mult, zeros), mismatch
 
-    def _signals(self, props: Proposals) -> tuple[torch.Tensor, torch.Tensor]:
-        """Whether each proposal reaches its row, and its per-label row coefficient ``c``."""
+    def _signals(
+        self, props: Proposals, need: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Whether each proposal reaches its row, and its per-label row coefficient ``c``.
+
+        With ``need`` (a mask), ``c`` is computed only for the marked proposals that reach
+        their row (zero elsewhere, never read): on honest networks most proposals are mixtures
+        outside the value range, and their forward passes were the decoder's main cost.
+        """
         if self._cache is not None and self._cache[0] is props:
             return self._cache[1], self._cache[2]
         r, nx = self.row[props.row], self.nxt[props.row]
         has_next = (nx >= 0).to(props.x.dtype)
         nx = nx.clamp(min=0)
-        pre = self.split.pre_activation(props.x)
+        if need is not None:
+            w, b = self.split.first.weight.detach(), self.split.first.bias.detach()
+            at_r = ((props.x * w[r]).sum(1) + b[r] > 0).to(props.x.dtype)
+            at_nx = ((props.x * w[nx]).sum(1) + b[nx] > 0).to(props.x.dtype)
+            reach = (at_r - has_next * at_nx) == 1
+            sel = torch.nonzero(reach & need).squeeze(1)
+            c = torch.zeros(props.x.shape[0], len(self.labels), dtype=props.x.dtype)
+            if sel.numel():
+                pre = self.rows.right(props.x[sel]) + b
+                cols = torch.stack([r[sel], nx[sel]], dim=1)
+                d = self.split.deltas_at(pre, self.labels, cols)
+                c[sel] = d[:, :, 0] - has_next[sel].unsqueeze(1) * d[:, :, 1]
+            return reach, c
+        pre = self.rows.right(props.x) + self.split.first.bias.detach()
         active = (pre > 0).to(pre.dtype)
         ar = torch.arange(props.x.shape[0])
         reach = (active[ar, r] - has_next * active[ar, nx]) == 1
-        deltas = self.split.deltas(props.x, self.labels)
-        c = deltas[ar, :, r] - has_next.unsqueeze(1) * deltas[ar, :, nx]
+        deltas = self.split.deltas_at(pre, self.labels, torch.stack([r, nx], dim=1))
+        c = deltas[:, :, 0] - has_next.unsqueeze(1) * deltas[:, :, 1]
         self._cache = (props, reach, c)
         return reach, c
 
@@ -327,7 +349,6 @@ class PeelingDecoder:
                 self.scale = ratio
             else:
                 self.conflict = ratio
-        self._cache = None
 
     def _implied_ratio(self, props: Proposals) -> tuple[float, bool] | None:
         """The ratio ``c(x, y) / row_b`` most proposals agree on (to ``rtol``), and whether

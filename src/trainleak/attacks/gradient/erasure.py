@@ -115,33 +115,40 @@ class _ErasureBase(FedSGDAttack):
             max_multiplicity=self.max_multiplicity,
             value_range=knowledge.value_range,
         )
+        transform = self.transform(release)
         decoder = PeelingDecoder(
             model,
             release.update,
-            self.transform(release),
+            transform,
             release.batch_size,
             settings,
             span=self.span_decoder(model, settings.rtol, generator),
         )
         out = decoder.run(progress)
-        cert = self._certificate(release, decoder, out, settings.rtol)
+        cert = self._certificate(release, (decoder, transform), out, settings.rtol, model)
         return _assemble(out, cert, shape, release.dtype, release.batch_size is not None)
 
     def _certificate(
         self,
         release: GradientUpdate,
-        decoder: PeelingDecoder,
+        decoding: tuple[PeelingDecoder, tuple[torch.Tensor, torch.Tensor]],
         out: DecodeOutcome,
         rtol: float,
+        model: torch.nn.Module,
     ) -> Certificate:
         n = len(out.x)
-        model64 = instantiate(
-            release.architecture, {k: v.double() for k, v in release.parameters.items()}
+        decoder, transform = decoding
+        model64 = (  # the decoder's model when the release is already float64 (same values)
+            model
+            if release.dtype == torch.float64
+            else instantiate(
+                release.architecture, {k: v.double() for k, v in release.parameters.items()}
+            )
         )
         certifier = BatchCertifier(  # float64 throughout: its own rounding stays negligible
             FirstLayerSplit(model64),
             {k: v.double() for k, v in release.update.items()},
-            self.transform(release),
+            transform,
             float(decoder.scale or 1.0),
             decoder.b,
             CertificateSettings(
