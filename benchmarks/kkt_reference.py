@@ -115,6 +115,20 @@ PUBLISHED = {
 # multipliers, its published MNIST settings) on the mnist checkpoint, 200 candidates, seed 0.
 MIRROR = "1000 iterations: 27 / 0 / 0.368, specific 2 (250: 10 / 0 / 0.330; 500: 20 / 0 / 0.349)"
 
+# Measured with a scratch script outside the repository (the attack's loop on the mnist
+# checkpoint, seed 0, 200 candidates, scored at intermediate iterations of one constant-rate
+# run; its 1000- and 5000-iteration points equal the table's rows within 2 images).
+TRAJECTORY = (
+    "issue-11 default (Adam), SSIM>=0.4 at 250 / 500 / 1000 / 2000 / 3000 / 4000 / 5000 "
+    "iterations: 20 / 35 / 38 / 34 / 38 / 42 / 39, KKT residual 0.024 / 0.0086 / 0.0043 / "
+    "0.0025 / 0.0019 / 0.0018 / 0.0015; reference settings: 10 / 21 / 29 / 44 / 43 / 45 / 45, "
+    "residual 0.34 / 0.24 / 0.16 / 0.093 / 0.070 / 0.057 / 0.048. Adam with multiplier lr 0.1: "
+    "31 / 29 at 500 / 1000; Adam with lambda_min 0.4: 27 / 31 (4 / 5 at SSIM>=0.6). On the "
+    "digits checkpoint, 3000 iterations: reference settings with multiplier lr 0.01 and lr "
+    "0.094 (0.282 x 23.1 / 71.6, its ||theta||^2): 100 / 81 / specific 25 (1000: 72, 2000: "
+    "80); with multiplier lr 0.03: 100 / 62"
+)
+
 
 def checkpoint(dataset: str, cache: Path, data_dir: str | None) -> tuple[Checkpoint, Any]:
     """The released checkpoint (trained once, then read from ``cache``) and its task."""
@@ -206,6 +220,8 @@ def markdown(rec: dict[str, Any]) -> str:
         f"outside the repository) on the same mnist checkpoint, 200 candidates: {MIRROR}. "
         "It agrees with the attack under `reference settings` below; the issue's 78 at 1000 "
         "iterations did not reproduce on this checkpoint.",
+        "",
+        f"Trajectories (why the issue-11 default plateaus): {TRAJECTORY}.",
         "",
     ]
     keys = dict.fromkeys((r["dataset"], r["candidates"], r["steps"]) for r in rec["rows"])
