@@ -9,7 +9,7 @@ import torch
 
 from trainleak.attacks import get_attack
 from trainleak.attacks.checkpoint._network import ReleasedMLP
-from trainleak.attacks.checkpoint.kkt import KKTProblem, KKTReconstruction
+from trainleak.attacks.checkpoint.kkt import ADAM_FIT, KKTProblem, KKTReconstruction
 from trainleak.data import balanced_binary, load_digits, to_symmetric
 from trainleak.errors import ConfigError
 from trainleak.metrics import evaluate_reconstruction
@@ -37,9 +37,7 @@ def test_trained_release_beats_untrained_control_and_mean_image(digits_release) 
     x, mean, ckpt, knowledge = digits_release
     # gate 150: with the default gate 19.2 the control reaches SSIM >= 0.4 on 66 of these 8x8
     # digits (15 with gate 150); the default's control is pinned at SSIM >= 0.6 below
-    attack = KKTReconstruction(
-        n_candidates=200, steps=1000, optimizer="adam", lr_x=0.01, relu_alpha=150.0
-    )
+    attack = KKTReconstruction(**ADAM_FIT, n_candidates=200, steps=1000, relu_alpha=150.0)
     rec = attack(ckpt, knowledge, seed=0)
     assert rec.diagnostics["kkt_loss_final"] < 0.01 * rec.diagnostics["kkt_loss_initial"]
     assert ckpt.initial is not None
@@ -64,7 +62,7 @@ def test_multiclass_form_fits() -> None:
     ckpt, _ = train_checkpoint(
         spec, x, ds.y, TrainConfig(lr=0.5, steps=1500, loss="cross_entropy", log_every=500)
     )
-    rec = get_attack("kkt", n_candidates=40, steps=300, optimizer="adam")(
+    rec = get_attack("kkt", **ADAM_FIT, n_candidates=40, steps=300)(
         ckpt, Knowledge(input_shape=(1, 8, 8), value_range=(-2.0, 2.0)), seed=1
     )
     assert rec.labels is not None and set(rec.labels.tolist()) == set(range(10))
@@ -80,17 +78,45 @@ def test_non_homogeneous_architecture_is_refused() -> None:
         KKTReconstruction(steps=1)(ckpt, Knowledge(input_shape=(4,), value_range=(-1.0, 1.0)))
 
 
-def test_default_settings_pin_the_issue_11_strength(digits_release) -> None:  # type: ignore[no-untyped-def]
-    """Defaults (Adam, gate 19.2) at 600 steps, seed 0: measured 35 images at SSIM >= 0.6 of 100
-    (seed 1: 38); the former gate 150 gave 25 (seed 1: 27). The bar sits between them. The
-    untrained control under the defaults, at the same 600 steps: 6 at SSIM >= 0.6."""
+def test_adam_preset_pins_the_issue_11_strength(digits_release) -> None:  # type: ignore[no-untyped-def]
+    """ADAM_FIT with gate 19.2 (the issue-11 default, still the experiments' and assessments'
+    setting) at 600 steps, seed 0: measured 35 images at SSIM >= 0.6 of 100 (seed 1: 38); the
+    former gate 150 gave 25 (seed 1: 27). The bar sits between them. The untrained control
+    under the same settings, at the same 600 steps: 6 at SSIM >= 0.6."""
     x, mean, ckpt, knowledge = digits_release
-    attack = KKTReconstruction(n_candidates=200, steps=600)
+    attack = KKTReconstruction(**ADAM_FIT, n_candidates=200, steps=600)
     scores = evaluate_reconstruction(x, attack(ckpt, knowledge, seed=0).inputs, offset=mean)
     assert scores.counts[0.6] >= 30
     assert ckpt.initial is not None
     ctrl = attack(replace(ckpt, final=ckpt.initial), knowledge, seed=0)
     assert evaluate_reconstruction(x, ctrl.inputs, offset=mean).counts[0.6] <= 12
+
+
+def test_default_settings_beat_the_reference_settings(digits_release) -> None:  # type: ignore[no-untyped-def]
+    """The default (SGD, mean multiplier scale, relative residual) at 400 steps, seed 0:
+    measured 29 images at SSIM >= 0.6 of 100 (seed 1: 30); at the same steps the reference's
+    published settings give 16 (seed 1: 11), the pre-issue-11 attack (ADAM_FIT, gate 150) 22
+    (seed 1: 24), and the untrained control under the default 10 (seed 1: 10). The bar (26)
+    sits above all three. Trade-off, measured and not hidden: on this small, briefly trained
+    network the default degrades after about 500 steps (600 steps: 20, seed 1: 15), below
+    ADAM_FIT with gate 19.2 (35); see benchmarks/results/kkt_reference.md."""
+    x, mean, ckpt, knowledge = digits_release
+    default = KKTReconstruction(n_candidates=200, steps=400)
+    count = evaluate_reconstruction(x, default(ckpt, knowledge, seed=0).inputs, offset=mean)
+    assert count.counts[0.6] >= 26
+    reference = replace(
+        default,
+        lr_x=0.282,
+        lr_lambda=1e-4,
+        residual="absolute",
+        bound_weight=1.0,
+        lambda_weight=5.0,
+    )
+    ref = evaluate_reconstruction(x, reference(ckpt, knowledge, seed=0).inputs, offset=mean)
+    assert count.counts[0.6] >= ref.counts[0.6] + 8
+    assert ckpt.initial is not None
+    ctrl = default(replace(ckpt, final=ckpt.initial), knowledge, seed=0)
+    assert evaluate_reconstruction(x, ctrl.inputs, offset=mean).counts[0.6] <= 14
 
 
 def test_reference_parametrisation_options(digits_release) -> None:  # type: ignore[no-untyped-def]
@@ -104,7 +130,7 @@ def test_reference_parametrisation_options(digits_release) -> None:  # type: ign
     assert problem.lambda_scale == pytest.approx(0.1)
     assert problem.kkt_weight == pytest.approx(norm_sq, rel=1e-5)
     fitted = KKTProblem(
-        net, KKTReconstruction(n_candidates=10, steps=0), "l2", None, torch.Generator()
+        net, KKTReconstruction(**ADAM_FIT, n_candidates=10, steps=0), "l2", None, torch.Generator()
     )
     assert fitted.kkt_weight == 1.0 and fitted.lambda_scale != pytest.approx(0.1)
     for field in ("multiplier_scale", "residual"):

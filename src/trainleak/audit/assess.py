@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from trainleak.attacks import Attack, Reconstruction, available_attacks
+from trainleak.attacks.checkpoint.kkt import ADAM_FIT
 from trainleak.audit.assess_bounds import NotApplicable, applicable_bounds
 from trainleak.audit.assess_scoring import (
     ReferenceSet,
@@ -55,7 +56,7 @@ from trainleak.releases.knowledge_file import load_knowledge
 
 # Settings that differ from an attack's paper defaults in an assessment: the KKT attack with
 # Adam converges in a few thousand steps (the kkt-reconstruction experiment's demo settings).
-PRESETS: dict[str, dict[str, Any]] = {"kkt": {"optimizer": "adam", "steps": 3000, "lr_x": 0.01}}
+PRESETS: dict[str, dict[str, Any]] = {"kkt": {**ADAM_FIT, "steps": 3000}}
 Status = Literal["done", "not applicable", "needs knowledge", "failed"]
 
 

@@ -22,7 +22,7 @@ import torch
 from pydantic import Field
 
 from trainleak.attacks.base import Reconstruction
-from trainleak.attacks.checkpoint.kkt import KKTReconstruction
+from trainleak.attacks.checkpoint.kkt import ADAM_FIT, KKTReconstruction
 from trainleak.errors import ConfigError
 from trainleak.experiments._kkt_claims import CLAIMS, RunRow
 from trainleak.experiments._kkt_common import (
@@ -117,13 +117,16 @@ def _train(
 
 def _attack(cfg: KKTConfig, n: int) -> KKTReconstruction:
     return KKTReconstruction(
+        **ADAM_FIT
+        | {
+            "optimizer": cfg.attack_optimizer,
+            "lr_x": cfg.lr_x,
+            "lr_lambda": cfg.lr_lambda,
+            "lambda_min": cfg.lambda_min,
+            "relu_alpha": cfg.relu_alpha,
+        },
         n_candidates=max(2, round(cfg.candidates_per_image * n)),
         steps=cfg.attack_steps,
-        optimizer=cfg.attack_optimizer,
-        lr_x=cfg.lr_x,
-        lr_lambda=cfg.lr_lambda,
-        lambda_min=cfg.lambda_min,
-        relu_alpha=cfg.relu_alpha,
         log_every=max(1, cfg.attack_steps // 50),
     )
 

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from trainleak.attacks.base import Reconstruction
-from trainleak.attacks.checkpoint.kkt import KKTReconstruction
+from trainleak.attacks.checkpoint.kkt import ADAM_FIT, KKTReconstruction
 from trainleak.attacks.checkpoint.targets import target_for_optimizer
 from trainleak.data import HeldOutSplit
 from trainleak.experiments._fingerprint_claims import CLAIMS, FingerprintRow, summary_rows
@@ -121,8 +121,7 @@ def _attack(
     attack = KKTReconstruction(
         n_candidates=2 * len(task.x),
         steps=cfg.attack_steps,
-        optimizer="adam",
-        lr_x=0.01,
+        **ADAM_FIT,
         relu_alpha=150.0,  # the gate these claims were measured with (issue 11 kept it)
         target=target,  # type: ignore[arg-type]
         log_every=cfg.attack_steps,

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from trainleak.attacks.checkpoint._network import ReleasedMLP
-from trainleak.attacks.checkpoint.kkt import KKTProblem, KKTReconstruction
+from trainleak.attacks.checkpoint.kkt import ADAM_FIT, KKTProblem, KKTReconstruction
 from trainleak.attacks.checkpoint.targets import TARGETS, LInfTarget
 from trainleak.releases.checkpoint import Checkpoint
 
@@ -67,9 +67,7 @@ def kkt_residual(
     hp = KKTReconstruction(
         n_candidates=len(x),
         steps=steps,
-        optimizer="adam",
-        lr_lambda=0.05,
-        lambda_min=0.0,
+        **ADAM_FIT | {"lr_lambda": 0.05, "lambda_min": 0.0},
         relu_alpha=relu_alpha,
         target=target,  # type: ignore[arg-type]
         log_every=steps,
