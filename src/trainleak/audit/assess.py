@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from trainleak.attacks import Attack, Reconstruction, available_attacks
-from trainleak.attacks.checkpoint.kkt import ADAM_FIT
 from trainleak.audit.assess_bounds import NotApplicable, applicable_bounds
 from trainleak.audit.assess_scoring import (
     ReferenceSet,
@@ -54,9 +53,12 @@ from trainleak.releases.io import LoadedRelease, load_release
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.knowledge_file import load_knowledge
 
-# Settings that differ from an attack's paper defaults in an assessment: the KKT attack with
-# Adam converges in a few thousand steps (the kkt-reconstruction experiment's demo settings).
-PRESETS: dict[str, dict[str, Any]] = {"kkt": {**ADAM_FIT, "steps": 3000}}
+# Settings that differ from an attack's defaults in an assessment. The KKT attack keeps its
+# default optimiser (the reference code's SGD, made scale-free), which recovers at least as many
+# images as the reference settings at every budget measured in benchmarks/results/kkt_reference.md;
+# the Adam preset (ADAM_FIT) plateaus below the reference after ~1000 steps on the mnist
+# checkpoint, and an audit must not report less than the reference would find (issue 11).
+PRESETS: dict[str, dict[str, Any]] = {"kkt": {"steps": 3000}}
 Status = Literal["done", "not applicable", "needs knowledge", "failed"]
 
 
