@@ -64,10 +64,10 @@ def test_students_take_the_requested_architecture() -> None:
     target = nn.Sequential(nn.Flatten(), nn.Linear(64, 5))
     dec = nn.Sequential(nn.Linear(4, 64), nn.Sigmoid(), nn.Unflatten(1, (1, 8, 8)))
     gen = torch.Generator().manual_seed(0)
-    kinds = {
-        arch: [type(m) for m in surrogates(target, dec, 4, 2, samples=50, steps=2, gen=gen, arch=arch)]  # type: ignore[arg-type]
-        for arch in ("mlp", "convnet", "mixed")
-    }
+    kinds = {}
+    for arch in ("mlp", "convnet", "mixed"):
+        got = surrogates(target, dec, 4, 2, samples=50, steps=2, gen=gen, arch=arch)  # type: ignore[arg-type]
+        kinds[arch] = [type(m) for m in got]
     assert ConvNet not in kinds["mlp"]
     assert kinds["convnet"] == [ConvNet, ConvNet]
     assert kinds["mixed"][0] is ConvNet and kinds["mixed"][1] is not ConvNet
