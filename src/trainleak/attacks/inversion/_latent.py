@@ -118,6 +118,7 @@ def surrogates(
     steps: int,
     gen: torch.Generator,
     arch: Student = "mlp",
+    temperature: float = 1.0,
 ) -> list[nn.Module]:
     """Model augmentation: ``count`` students distilled from the target's soft labels on
     prior samples (Nguyen et al. 2023); seeds drawn from ``gen``.
@@ -125,12 +126,14 @@ def surrogates(
     ``arch``: ``mlp`` (hidden 256, 128), ``convnet`` (a small ConvNet, width 8: an
     architecture unlike the MLP target, so a latent must carry features that a convolutional
     network reads too, not the target's own adversarial directions) or ``mixed`` (alternating,
-    ConvNet first)."""
+    ConvNet first). ``temperature`` divides the target's logits before the softmax of the
+    soft labels (above 1: labels that keep the class geometry of a saturated target, e.g.
+    one trained with negative label smoothing)."""
     out: list[nn.Module] = []
     with torch.no_grad():
         z = torch.randn(samples, latent_dim, generator=gen, device=gen.device)
         x = decoder(z.to(torch.get_default_device()))
-        soft = torch.softmax(target(x), 1)
+        soft = torch.softmax(target(x) / temperature, 1)
     shape, c = tuple(int(v) for v in x.shape[1:]), int(soft.shape[1])
     for i in range(count):
         conv = arch == "convnet" or (arch == "mixed" and i % 2 == 0)

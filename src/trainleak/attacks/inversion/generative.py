@@ -103,6 +103,8 @@ class GenerativeInversion(Attack[ClassifierRelease]):
         students: architecture of the model-augmentation students: ``mlp``, ``convnet`` (a
             small ConvNet, an architecture unlike the MLP targets) or ``mixed``.
         student_steps: SGD steps distilling each student.
+        student_temperature: temperature of the students' soft labels (above 1 keeps the
+            class geometry of a target whose softmax is saturated, as Neg-LS makes it).
         robust_select: the final selection averages the score over the target *and* the
             model-augmentation students (a defense-robust score: an image that only fools the
             target's non-robust features scores low on the students).
@@ -136,6 +138,7 @@ class GenerativeInversion(Attack[ClassifierRelease]):
     robust_select: bool = False
     students: Student = param("mlp", choices=STUDENTS)
     student_steps: int = param(300, ge=1, integer=True)
+    student_temperature: float = param(1.0, gt=0)
 
     def validate(self) -> None:
         if self.target_weight == 0 and self.model_augment == 0:
@@ -167,6 +170,7 @@ class GenerativeInversion(Attack[ClassifierRelease]):
                 steps=self.student_steps,
                 gen=generator,
                 arch=self.students,
+                temperature=self.student_temperature,
             )
         aug = augmenter(self.flip)
         c = release.num_classes
