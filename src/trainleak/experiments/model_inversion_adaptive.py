@@ -58,7 +58,12 @@ def _one_target(
     name: str, s: Setup, cfg: ModelInversionAdaptiveConfig, images: dict[str, object]
 ) -> list[Row]:
     rec_ = recipe(
-        name, s.task, cfg.target_steps, atat_eps=cfg.atat_eps, atat_weight=cfg.atat_weight
+        name,
+        s.task,
+        cfg.target_steps,
+        atat_eps=cfg.atat_eps,
+        atat_weight=cfg.atat_weight,
+        negls_warmup=cfg.negls_warmup,
     )
     target = train_target(s.task, rec_, cfg.seed, s.cache)
     rows: list[Row] = [target_row(name, name, target, s, cfg)]

@@ -75,6 +75,7 @@ class ModelInversionAdaptiveConfig(InversionConfig):
     targets: list[TargetName] = Field(default_factory=lambda: list(ADAPTIVE_TARGETS))
     atat_weight: float = Field(0.08, gt=0)
     atat_eps: float = Field(0.005, gt=0)
+    negls_warmup: float = Field(0.5, ge=0, lt=1)
     min_rho: float = Field(0.5, ge=-1, le=1)
 
 

@@ -82,8 +82,10 @@ def recipe(
     atat_eps: float = 0.005,
     atat_weight: float = 0.08,
     memorise_factor: int = 5,
+    negls_warmup: float = 0.5,
 ) -> Recipe:
-    """The recipe of target ``name`` (one of :data:`TARGETS`)."""
+    """The recipe of target ``name`` (one of :data:`TARGETS`); ``negls_warmup`` is Neg-LS's
+    schedule (:class:`~trainleak.systems.classifier.NegativeLabelSmoothing`)."""
     shape, c = task.input_shape, task.num_classes
     mlp = model_spec("mlp", input_shape=shape, hidden=HIDDEN, out_dim=c)
     plain = TrainSettings(steps=steps)
@@ -92,7 +94,7 @@ def recipe(
         "mixup": MixUp(),
         "at": AdversarialTraining(),
         "atat": ATAT(eps=atat_eps, step=atat_eps / 5, weight=atat_weight),
-        "negls": NegativeLabelSmoothing(),
+        "negls": NegativeLabelSmoothing(warmup=negls_warmup),
         "bido": BiDO(),
         "mid": MID(),
         "tl": TransferFreeze(pretrain_steps=steps),

@@ -24,8 +24,10 @@ from trainleak.models.registry import build_model, model_spec
 
 Loss = Literal["poincare", "ce", "margin", "logit"]
 Select = Literal["confidence", "margin"]
+Student = Literal["mlp", "convnet", "mixed"]
 LOSSES: tuple[Loss, ...] = ("poincare", "ce", "margin", "logit")
 SELECTS: tuple[Select, ...] = ("confidence", "margin")
+STUDENTS: tuple[Student, ...] = ("mlp", "convnet", "mixed")
 _POINCARE_EDGE = 1e-4
 
 
@@ -115,17 +117,30 @@ def surrogates(
     samples: int,
     steps: int,
     gen: torch.Generator,
+    arch: Student = "mlp",
+    temperature: float = 1.0,
 ) -> list[nn.Module]:
-    """Model augmentation: ``count`` MLP students distilled from the target's soft labels on
-    prior samples (Nguyen et al. 2023); seeds drawn from ``gen``."""
+    """Model augmentation: ``count`` students distilled from the target's soft labels on
+    prior samples (Nguyen et al. 2023); seeds drawn from ``gen``.
+
+    ``arch``: ``mlp`` (hidden 256, 128), ``convnet`` (a small ConvNet, width 8: an
+    architecture unlike the MLP target, so a latent must carry features that a convolutional
+    network reads too, not the target's own adversarial directions) or ``mixed`` (alternating,
+    ConvNet first). ``temperature`` divides the target's logits before the softmax of the
+    soft labels (above 1: labels that keep the class geometry of a saturated target, e.g.
+    one trained with negative label smoothing)."""
     out: list[nn.Module] = []
     with torch.no_grad():
         z = torch.randn(samples, latent_dim, generator=gen, device=gen.device)
         x = decoder(z.to(torch.get_default_device()))
-        soft = torch.softmax(target(x), 1)
-    for _ in range(count):
-        spec = model_spec(
-            "mlp", input_shape=tuple(x.shape[1:]), hidden=[256, 128], out_dim=int(soft.shape[1])
+        soft = torch.softmax(target(x) / temperature, 1)
+    shape, c = tuple(int(v) for v in x.shape[1:]), int(soft.shape[1])
+    for i in range(count):
+        conv = arch == "convnet" or (arch == "mixed" and i % 2 == 0)
+        spec = (
+            model_spec("convnet", input_shape=shape, out_dim=c, width=8)
+            if conv and len(shape) == 3 and shape[1] % 4 == 0 and shape[2] % 4 == 0
+            else model_spec("mlp", input_shape=shape, hidden=[256, 128], out_dim=c)
         )
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen, device=gen.device))
         student = build_model(spec, seed=seed)

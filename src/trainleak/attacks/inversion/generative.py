@@ -35,8 +35,10 @@ from trainleak.attacks.base import Attack, Reconstruction, register_attack
 from trainleak.attacks.inversion._latent import (
     LOSSES,
     SELECTS,
+    STUDENTS,
     Loss,
     Select,
+    Student,
     augmenter,
     identity_loss,
     mean_scores,
@@ -98,6 +100,11 @@ class GenerativeInversion(Attack[ClassifierRelease]):
             target and the students count alike; 0: the students alone steer the search, the
             target only labels their training samples, so its non-robust features cannot
             steer the latents; needs ``model_augment >= 1``).
+        students: architecture of the model-augmentation students: ``mlp``, ``convnet`` (a
+            small ConvNet, an architecture unlike the MLP targets) or ``mixed``.
+        student_steps: SGD steps distilling each student.
+        student_temperature: temperature of the students' soft labels (above 1 keeps the
+            class geometry of a target whose softmax is saturated, as Neg-LS makes it).
         robust_select: the final selection averages the score over the target *and* the
             model-augmentation students (a defense-robust score: an image that only fools the
             target's non-robust features scores low on the students).
@@ -129,6 +136,9 @@ class GenerativeInversion(Attack[ClassifierRelease]):
     noise: float = param(0.0, ge=0)
     target_weight: float = param(1.0, ge=0)
     robust_select: bool = False
+    students: Student = param("mlp", choices=STUDENTS)
+    student_steps: int = param(300, ge=1, integer=True)
+    student_temperature: float = param(1.0, gt=0)
 
     def validate(self) -> None:
         if self.target_weight == 0 and self.model_augment == 0:
@@ -157,8 +167,10 @@ class GenerativeInversion(Attack[ClassifierRelease]):
                 prior.latent_dim,
                 self.model_augment,
                 samples=2000,
-                steps=300,
+                steps=self.student_steps,
                 gen=generator,
+                arch=self.students,
+                temperature=self.student_temperature,
             )
         aug = augmenter(self.flip)
         c = release.num_classes

@@ -67,11 +67,11 @@ def _loop(
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=settings.lr, weight_decay=settings.weight_decay)
     n = len(x)
-    for _ in range(settings.steps):
+    for step in range(settings.steps):
         idx = torch.randperm(n, generator=gen, device=gen.device)[: settings.batch_size]
         idx = idx.to(x.device)
         model.train()
-        loss = defense.loss(model, x[idx], y[idx], box, gen)
+        loss = defense.at_step(step, settings.steps).loss(model, x[idx], y[idx], box, gen)
         opt.zero_grad()
         loss.backward()
         opt.step()
