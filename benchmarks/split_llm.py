@@ -119,11 +119,18 @@ def curve_part(overrides: dict[str, Any]) -> dict[str, Any]:
     for name, change in CURVE:
         spec = dataclasses.replace(base, **change)
         run, acc = run_defense(w, split, spec, tcfg, cfg.seed)
-        slots = {}
+        slots, tokens = {}, {}
         for aname, attack in attacks(cfg).items():
-            slots[aname] = attack_run(w, run, attack, cfg.seed).slot_recovery
+            s = attack_run(w, run, attack, cfg.seed)
+            slots[aname], tokens[aname] = s.slot_recovery, s.token_recovery
         points.append(
-            {"variant": name, "spec": spec.to_json(), "accuracy": acc, "slot_recovery": slots}
+            {
+                "variant": name,
+                "spec": spec.to_json(),
+                "accuracy": acc,
+                "slot_recovery": slots,
+                "token_recovery": tokens,
+            }
         )
         print(name, acc, slots, flush=True)
     chance = 1.0 / w.pool_size
@@ -254,6 +261,7 @@ def _md(res: dict[str, Any]) -> str:
             f"accuracies: {json.dumps({k: round(v, 3) for k, v in t['accuracy'].items()})}; "
             f"{t['seconds']:.0f} s.",
             "",
+            *([t["note"], ""] if "note" in t else []),
         ]
     if "curve" in res:
         lines += _curve_lines(res["curve"])
