@@ -64,6 +64,13 @@ def tiny_part(overrides: dict[str, Any]) -> dict[str, Any]:
     cfg = SplitLLMMixGuardConfig(**overrides)
     start = time.perf_counter()
     rows = sweep(cfg, world(cfg), None)
+    return tiny_summary(cfg, rows, time.perf_counter() - start)
+
+
+def tiny_summary(
+    cfg: SplitLLMMixGuardConfig, rows: list[UtilityRow | AttackRow], seconds: float
+) -> dict[str, Any]:
+    """The targets of the tiny part from the experiment's rows."""
     acc = {r.setting: r.accuracy for r in rows if isinstance(r, UtilityRow)}
     att = [r for r in rows if isinstance(r, AttackRow)]
     none = {r.attack: r.token_recovery for r in att if r.setting == "none"}
@@ -71,7 +78,7 @@ def tiny_part(overrides: dict[str, Any]) -> dict[str, Any]:
     chance = att[0].chance
     gap = 100 * (acc["non-split"] - acc["mixguard"])
     return {
-        "seconds": time.perf_counter() - start,
+        "seconds": seconds,
         "undefended_token_recovery": none,
         "positional_prior_token_recovery": att[0].baseline_token,
         "target_undefended": {
