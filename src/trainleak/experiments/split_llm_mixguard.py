@@ -198,6 +198,7 @@ _NOTES = (
     "frequent public token at each position (one guess a position, like the attacks). "
     "MIXGUARD: decoys, per-channel secret mixing with 2 auxiliary public rows, secret signs, "
     "calibration (linear un-mixing with cached auxiliary trunk outputs + MLP), gradient noise "
-    "scaled by the calibration residual. [reconstructed]: every MIXGUARD detail beyond the "
-    "summary; BiSR matches forward activations only."
+    "scaled by the calibration residual. The adaptive inverter and BiSR read channel "
+    "magnitudes under the sign mask (it leaves them unchanged). [reconstructed]: every "
+    "MIXGUARD detail beyond the summary; BiSR matches forward activations only."
 )

@@ -85,6 +85,17 @@ def training_pairs(
     return torch.cat(hs), torch.cat(ts), torch.cat(ks)
 
 
+def features(hidden: torch.Tensor, spec: TextDefenseSpec, sign_invariant: bool) -> torch.Tensor:
+    """The inverter's input: the hidden states, or their channel magnitudes ``|h|`` when
+    ``sign_invariant`` and the defense ``spec`` flips channel signs with a secret mask. A sign
+    mask (InstaHide, TextHide, MIXGUARD's optional signs) leaves every ``|h_c|`` unchanged, so
+    an attacker who knows the mask is part of the algorithm reads the magnitudes and drops the
+    signs, which carry only the mask (the absolute-value step of Carlini et al., "Is Private
+    Learning Possible with Instance Encoding?", IEEE S&P 2021, against InstaHide)."""
+    masked = spec.kind == "mixguard" and spec.signs
+    return hidden.abs() if sign_invariant and masked else hidden
+
+
 class Inverter(nn.Module):
     """Hidden state -> token logits, per position: an MLP to the embedding space, scored
     against the public embedding table (kept fixed), so tokens rare in the training text are
@@ -142,9 +153,12 @@ def inverter_logits(
     batch_size: int,
     width: int,
     gen: torch.Generator,
+    sign_invariant: bool = False,
 ) -> tuple[SplitLM, torch.Tensor, torch.Tensor]:
     """Train an inverter on the adversary's public text through the public bottom (obfuscated
-    by the transcript's defense algorithm when ``adaptive``) and decode every received row.
+    by the transcript's defense algorithm when ``adaptive``) and decode every received row
+    (reading channel magnitudes under a secret sign mask when ``sign_invariant``, see
+    :func:`features`).
 
     Returns:
         The public bottom, the ``(n, L, V)`` token logits of the received rows, and the number
@@ -152,8 +166,9 @@ def inverter_logits(
     """
     model = public_bottom(release)
     ids = public_ids(knowledge, release)
-    pairs = training_pairs(model, ids, release.defense, adaptive, gen, random_share)
+    h, t, keep = training_pairs(model, ids, release.defense, adaptive, gen, random_share)
+    pairs = (features(h, release.defense, sign_invariant), t, keep)
     inv = fit_inverter(pairs, embedding_table(release), steps, lr, batch_size, width, gen)
     with torch.no_grad():
-        logits = inv(release.smashed)
+        logits = inv(features(release.smashed, release.defense, sign_invariant))
     return model, logits, pairs[2].sum()

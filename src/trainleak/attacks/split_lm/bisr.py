@@ -10,18 +10,21 @@ closest to the received row (a discrete search in place of BiSR's relaxed-token 
 with an undefended transcript it reaches the exact tokens whenever they are among the
 candidates). Only the forward signal is matched: the backward gradients in the transcript are
 gradients of the client's private top and labels, which the server cannot simulate without
-them (see docs/decisions.md).
+them (see docs/decisions.md). Under a secret channel sign mask the inverter and the matching
+read channel magnitudes (``sign_invariant``; the mask leaves them unchanged).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import ClassVar
 
 import torch
 
 from trainleak.attacks.base import Attack, Reconstruction, register_attack
-from trainleak.attacks.split_lm._common import inverter_logits
+from trainleak.attacks.split_lm._common import features, inverter_logits
 from trainleak.models.split_lm import SplitLM
 from trainleak.progress import Progress
 from trainleak.releases.knowledge import Knowledge
@@ -49,6 +52,7 @@ class BiSRRefinement(Attack[TextSplitTranscript]):
     top_k: int = param(16, ge=1, integer=True)
     batch_size: int = param(256, ge=1, integer=True)
     adaptive: bool = True
+    sign_invariant: bool = True
 
     def expected_shape(self, release: TextSplitTranscript, knowledge: Knowledge) -> tuple[int]:
         return (int(release.mask.shape[1]),)
@@ -70,16 +74,19 @@ class BiSRRefinement(Attack[TextSplitTranscript]):
             batch_size=self.batch_size,
             width=self.width,
             gen=generator,
+            sign_invariant=self.sign_invariant,
         )
         n_vocab = logits.shape[-1]
         with torch.no_grad():
-            tokens, dist = _greedy_match(model, release, logits, min(self.top_k, n_vocab))
+            fold = partial(features, spec=release.defense, sign_invariant=self.sign_invariant)
+            tokens, dist = _greedy_match(model, release, logits, min(self.top_k, n_vocab), fold)
         changed = float((tokens != logits.argmax(-1))[release.mask.bool()].float().mean())
         return Reconstruction(
             inputs=tokens,
             scores=-dist,
             diagnostics={
                 "adaptive": self.adaptive,
+                "sign_invariant": self.sign_invariant,
                 "changed": changed,
                 "final_match": float(dist.mean()),
             },
@@ -87,11 +94,16 @@ class BiSRRefinement(Attack[TextSplitTranscript]):
 
 
 def _greedy_match(
-    model: SplitLM, release: TextSplitTranscript, logits: torch.Tensor, k: int
+    model: SplitLM,
+    release: TextSplitTranscript,
+    logits: torch.Tensor,
+    k: int,
+    fold: Callable[[torch.Tensor], torch.Tensor],
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-to-right discrete forward matching over the top-``k`` candidates per position;
+    """Left-to-right discrete forward matching over the top-``k`` candidates per position (in
+    the space ``fold`` maps hidden states to: channel magnitudes under a secret sign mask);
     returns the tokens and each row's mean squared distance at its sent positions."""
-    target, mask = release.smashed, release.mask
+    target, mask = fold(release.smashed), release.mask
     n, length = mask.shape
     cand = logits.topk(k, dim=-1).indices  # (n, L, k)
     tokens = cand[:, :, 0].clone()
@@ -103,7 +115,7 @@ def _greedy_match(
         prefix = tokens[rows, : j + 1].repeat_interleave(k, 0)
         prefix[:, j] = cand[rows, j].flatten()
         h = model.bottom(prefix, torch.ones_like(prefix))[:, j].reshape(len(rows), k, -1)
-        err = (h - target[rows, j][:, None]).pow(2).mean(-1)
+        err = (fold(h) - target[rows, j][:, None]).pow(2).mean(-1)
         best = err.argmin(1)
         tokens[rows, j] = cand[rows, j][torch.arange(len(rows)), best]
         dist[rows] += err[torch.arange(len(rows)), best]

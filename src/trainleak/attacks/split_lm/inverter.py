@@ -7,7 +7,9 @@
 * :class:`AdaptiveInverter` (``split-lm-adaptive-inverter``): the adversary knows the client's
   defense algorithm (the transcript's public :class:`TextDefenseSpec`) but not its secrets, and
   trains the inverter on its public text obfuscated by that algorithm with its own random
-  secrets (mixed representations for mixup and MIXGUARD, noised ones for the noise defense).
+  secrets (mixed representations for mixup and MIXGUARD, noised ones for the noise defense),
+  reading channel magnitudes instead of values when the defense flips channel signs with a
+  secret mask, which leaves magnitudes unchanged (Carlini et al., IEEE S&P 2021, on InstaHide).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class LearnedInverter(Attack[TextSplitTranscript]):
     batch_size: int = param(256, ge=1, integer=True)
     width: int = param(256, ge=1, integer=True)
     random_share: float = param(1.0, ge=0)
+    sign_invariant: bool = False
 
     def expected_shape(self, release: TextSplitTranscript, knowledge: Knowledge) -> tuple[int]:
         return (int(release.mask.shape[1]),)
@@ -64,20 +67,26 @@ class LearnedInverter(Attack[TextSplitTranscript]):
             batch_size=self.batch_size,
             width=self.width,
             gen=generator,
+            sign_invariant=self.sign_invariant,
         )
         probs = logits.softmax(-1)
         conf, tokens = probs.max(-1)
         return Reconstruction(
             inputs=tokens,
             scores=(conf * release.mask).sum(1) / release.mask.sum(1).clamp_min(1),
-            diagnostics={"adaptive": self.adaptive, "train_tokens": int(n_train)},
+            diagnostics={
+                "adaptive": self.adaptive,
+                "sign_invariant": self.sign_invariant,
+                "train_tokens": int(n_train),
+            },
         )
 
 
 @register_attack
 @dataclass(frozen=True, kw_only=True)
 class AdaptiveInverter(LearnedInverter):
-    """The inverter trained on public text obfuscated by the transcript's defense algorithm."""
+    """The inverter trained on public text obfuscated by the transcript's defense algorithm;
+    under a secret sign mask it reads channel magnitudes (``sign_invariant``, on by default)."""
 
     name: ClassVar[str] = "split-lm-adaptive-inverter"
     summary: ClassVar[str] = (
@@ -85,3 +94,4 @@ class AdaptiveInverter(LearnedInverter):
         "with the adversary's own secrets (adaptive)"
     )
     adaptive: ClassVar[bool] = True
+    sign_invariant: bool = True
