@@ -111,8 +111,9 @@ def test_distillation_is_deterministic_under_its_seed() -> None:
 
 def test_meta_classifier_beats_chance_on_held_out_shadow_sets() -> None:
     # the small-scale settings this test was measured with (before issue 16 changed the
-    # algorithms' defaults; at the new defaults and this tiny scale the algorithm accuracy
-    # was 0.61, the architecture 0.94): the check is the meta-classifier, not the defaults
+    # algorithms' defaults; at the interim defaults, image step 0.01, and this tiny scale the
+    # algorithm accuracy was 0.61, the architecture 0.94; not measured at the final 0.003):
+    # the check is the meta-classifier, not the defaults
     configs: dict[str, DistillConfig] = {
         "dm": DMConfig(ipc=1, iterations=40, lr_img=0.003, batch_real=32),
         "dc": DCConfig(
