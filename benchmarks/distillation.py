@@ -270,7 +270,8 @@ def _markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
     for name, s in summaries.items():
         if "protocol" in s:
             head = f"{name} on {s['device']}, {s['seconds']:.0f} s: {_failing(s['utility'])}"
-            tables += [f"- protocol check {head}", "", *utility_lines(name, s["utility"])]
+            note = [f"  ({s['note']})"] if s.get("note") else []
+            tables += [f"- protocol check {head}", *note, "", *utility_lines(name, s["utility"])]
     lines += [
         "",
         "Membership: initialisation images of real-initialised sets against held-out records,",

@@ -110,9 +110,21 @@ def test_distillation_is_deterministic_under_its_seed() -> None:
 
 
 def test_meta_classifier_beats_chance_on_held_out_shadow_sets() -> None:
+    # the small-scale settings this test was measured with (before issue 16 changed the
+    # algorithms' defaults; at the interim defaults, image step 0.01, and this tiny scale the
+    # algorithm accuracy was 0.61, the architecture 0.94; not measured at the final 0.003):
+    # the check is the meta-classifier, not the defaults
     configs: dict[str, DistillConfig] = {
-        "dm": DMConfig(ipc=1, iterations=40),
-        "dc": DCConfig(ipc=1, iterations=4),
+        "dm": DMConfig(ipc=1, iterations=40, lr_img=0.003, batch_real=32),
+        "dc": DCConfig(
+            ipc=1,
+            iterations=4,
+            lr_img=0.003,
+            batch_real=32,
+            inner_steps=5,
+            net_steps=5,
+            net_lr=0.01,
+        ),
         "mtt": MTTConfig(
             ipc=1,
             iterations=15,
@@ -121,6 +133,7 @@ def test_meta_classifier_beats_chance_on_held_out_shadow_sets() -> None:
             max_start_epoch=3,
             expert_lr=0.05,
             lr_init=0.05,
+            syn_steps=10,
         ),
     }
     archs = {"mlp": MLP, "convnet": SMALL_CONV}

@@ -67,7 +67,7 @@ def test_setting_summary_intervals_and_a_setting_that_does_not_beat_random() -> 
 def test_protocol_configs_scale_iterations_and_switch_dsa() -> None:
     dc, dm, mtt = protocol_configs(10, 2.5, augment=True)
     assert (dc.name, dm.name, mtt.name) == ("dc", "dm", "mtt")
-    assert (dc.iterations, dm.iterations, mtt.iterations) == (100, 750, 250)
+    assert (dc.iterations, dm.iterations, mtt.iterations) == (50, 2500, 250)
     assert all(c.augment and c.ipc == 10 and c.init == "real" for c in (dc, dm, mtt))
     assert not protocol_configs(1, 1.0, augment=False)[0].augment
 

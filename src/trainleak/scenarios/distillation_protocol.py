@@ -122,10 +122,10 @@ def full_accuracy(task: Task, spec: ModelSpec, protocol: EvalProtocol) -> float:
 
 
 def protocol_configs(ipc: int, scale: float, augment: bool) -> list[DistillConfig]:
-    """DC (DSA when ``augment``), DM and MTT at ``ipc``, real-initialised, iterations scaled."""
-    it = {"dc": 40, "dm": 300, "mtt": 100}
+    """DC (DSA when ``augment``), DM and MTT at ``ipc``, real-initialised, each algorithm's
+    default iterations scaled by ``scale``."""
     return [
-        cls(ipc=ipc, iterations=max(1, round(it[cls.name] * scale)), augment=augment)
+        cls(ipc=ipc, iterations=max(1, round(cls(ipc=ipc).iterations * scale)), augment=augment)
         for cls in (DCConfig, DMConfig, MTTConfig)
     ]
 

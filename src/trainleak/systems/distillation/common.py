@@ -33,7 +33,9 @@ class DistillConfig:
         lr_img: learning rate of the images (SGD with ``momentum``) on the normalised gradient
             (see :func:`normalise_gradient`): about the RMS pixel change of one step.
         momentum: momentum of the image optimiser.
-        batch_real: real images per class in each comparison.
+        batch_real: real images per class in each comparison (at most the smallest class):
+            the default takes whole classes of a small data set, so the real side of each
+            comparison is the class's own statistic rather than a noisy estimate of it.
         augment: differentiable siamese augmentation (DSA) on both sides of each comparison.
     """
 
@@ -44,7 +46,7 @@ class DistillConfig:
     iterations: int = param(200, ge=0, integer=True)
     lr_img: float = param(0.003, gt=0)
     momentum: float = param(0.5, ge=0, lt=1)
-    batch_real: int = param(32, ge=1, integer=True)
+    batch_real: int = param(256, ge=1, integer=True)
     augment: bool = False
 
     def __post_init__(self) -> None:

@@ -42,17 +42,29 @@ class DCConfig(DistillConfig):
     """Gradient matching; ``iterations`` counts network draws (the outer loop).
 
     Args:
-        inner_steps: image updates per network draw.
-        net_steps: network updates on the synthetic set between image updates.
+        inner_steps: image updates per network draw (the original's ``outer_loop``: 10 at
+            10 images per class).
+        net_steps: network updates on the synthetic set between image updates (the
+            original's ``inner_loop``: 50 at 10 images per class, SGD at 0.01).
         net_lr: the network's SGD learning rate.
+
+    [inferred] The defaults keep the original's structure (10 image updates per network,
+    the network trained on the synthetic set in between, so the matching follows the
+    network along its training rather than at its initialisation) at a small-scale cost:
+    10 network steps at 0.05 stand for 50 at 0.01 (the same distance in learning-rate
+    units), 20 network draws instead of 1000. Measured on digits (ConvNet, 10 per class,
+    issue 16): 40 draws x 5 image x 5 network steps reached 0.931 against 0.923 for random
+    subsets; 20 x 10 x 10 at 0.05 reaches 0.947 (image step 0.003; 0.949 at 0.01, but a
+    step of 0.01 costs the LeNet and the ResNet their gain); without the network steps in
+    between (5 x 5, whole-class real batches) 0.927.
     """
 
     name: ClassVar[str] = "dc"
 
-    iterations: int = param(40, ge=0, integer=True)
-    inner_steps: int = param(5, ge=1, integer=True)
-    net_steps: int = param(5, ge=0, integer=True)
-    net_lr: float = param(0.01, gt=0)
+    iterations: int = param(20, ge=0, integer=True)
+    inner_steps: int = param(10, ge=1, integer=True)
+    net_steps: int = param(10, ge=0, integer=True)
+    net_lr: float = param(0.05, gt=0)
     log_every: int = param(10, ge=1, integer=True)
 
 

@@ -35,12 +35,21 @@ from trainleak.validation import param
 
 @dataclass(frozen=True, kw_only=True)
 class DMConfig(DistillConfig):
-    """Distribution matching."""
+    """Distribution matching.
+
+    [inferred] Defaults (issue 16): 1000 iterations at ``lr_img`` 0.003 on whole-class real
+    batches (``batch_real``); one iteration is one forward pass of a fresh, untrained network,
+    so many are cheap (the original runs 20000). Measured on digits (10 per class, one set,
+    four fresh networks, against random subsets): ConvNet 300 iterations on 32-image batches
+    0.952, the defaults 0.960 (random 0.923); at an image step of 0.01 the ConvNet keeps 0.960
+    but the LeNet falls to 0.847 (0.878 at 0.003, random 0.840) and the ResNet to 0.848 (0.902
+    at 0.003, random 0.864): its images drift too far for those networks.
+    """
 
     name: ClassVar[str] = "dm"
 
     lr_img: float = param(0.003, gt=0)
-    iterations: int = param(300, ge=0, integer=True)
+    iterations: int = param(1000, ge=0, integer=True)
     log_every: int = param(50, ge=1, integer=True)
 
 

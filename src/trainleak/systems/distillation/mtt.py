@@ -47,6 +47,14 @@ class MTTConfig(DistillConfig):
         lr_init: initial learnable learning rate.
         lr_lr: learning rate of log(lr) (SGD).
         batch_syn: synthetic images per step; ``None`` uses the whole set.
+
+    [inferred] Defaults (issue 16): match the early part of the experts' training (start
+    epoch at most 3 of 6) with 20 synthetic steps per 2 expert epochs. On a small data set the
+    experts converge within a few epochs, so later segments are mostly SGD noise and matching
+    them taught the images little. Measured on digits (ConvNet, 10 per class, one set, four
+    fresh networks, against 0.923 for random subsets): the former 10 synthetic steps from
+    start epochs up to 10 of 15 reached 0.932; start epochs up to 3 of 6 with 10 steps 0.910,
+    with 20 steps 0.940 (0.946 at 150 iterations).
     """
 
     name: ClassVar[str] = "mtt"
@@ -54,12 +62,12 @@ class MTTConfig(DistillConfig):
     lr_img: float = param(0.01, gt=0)
     iterations: int = param(100, ge=0, integer=True)
     n_experts: int = param(3, ge=1, integer=True)
-    expert_epochs: int = param(15, ge=1, integer=True)
+    expert_epochs: int = param(6, ge=1, integer=True)
     expert_lr: float = param(0.05, gt=0)
     expert_batch: int = param(64, ge=1, integer=True)
-    syn_steps: int = param(10, ge=1, integer=True)
+    syn_steps: int = param(20, ge=1, integer=True)
     expert_steps: int = param(2, ge=1, integer=True)
-    max_start_epoch: int = param(10, ge=0, integer=True)
+    max_start_epoch: int = param(3, ge=0, integer=True)
     lr_init: float = param(0.05, gt=0)
     lr_lr: float = param(0.01, gt=0)
     batch_syn: int | None = param(None, ge=1, integer=True)
