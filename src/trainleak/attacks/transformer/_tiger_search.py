@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from trainleak.attacks.transformer._coverage import repeated
 from trainleak.attacks.transformer._model import layer_inputs
 from trainleak.attacks.transformer._spans import Spans
 from trainleak.linalg import span_distance
@@ -117,7 +118,10 @@ class Peeling:
     layer-2 input is (up to ``cos^2 > 1 - same_tol``) one of the sequences accepted so far
     (same token after the same prefix on a decoder; on an encoder a copy, or a near copy whose
     other tokens move every position only slightly) and 1 otherwise: a copy or a prefix of an
-    accepted sequence earns nothing. The inputs are computed by the model, not read from the
+    accepted sequence earns nothing. On a decoder a position whose input lies within
+    ``repeat_tol`` of the span of the inputs before it in the same sequence earns nothing
+    either: a run of one token repeats its hidden state exactly on a LLaMA-style block
+    (:mod:`._coverage`). The inputs are computed by the model, not read from the
     noisy gradient, so the tolerance does not depend on the noise. Encoders average the terms
     over positions instead of summing them: only the complete sequence fits an encoder's span
     (every token moves every position), so a sum would favour short near misses.
@@ -128,6 +132,7 @@ class Peeling:
     explained: list[torch.Tensor | None]
     taken: set[tuple[int, ...]] = field(default_factory=set)
     same_tol: float = 0.01
+    repeat_tol: float = 1e-6
 
     def scores(self, seqs: list[list[int]]) -> list[float]:
         out = []
@@ -144,6 +149,8 @@ class Peeling:
                     new = (~same).to(z.dtype)
                 elif layer == 1:
                     new = torch.ones_like(inside)
+                if layer == 1 and self.spans.causal:
+                    new = new * (~repeated(z, self.repeat_tol)).to(z.dtype)
             per = cost - self.gamma[: cost.shape[0]] * new
             out.append(float(per.sum() if self.spans.causal else per.mean()))
         return [math.inf if tuple(s) in self.taken else j for s, j in zip(seqs, out, strict=True)]
