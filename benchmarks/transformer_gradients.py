@@ -25,6 +25,12 @@ Usage:
         --tag _minilm_noise
     python benchmarks/transformer_gradients.py --merge _minilm _minilm_tiger32 _minilm_noise \
         --tag _minilm
+    # SmolLM2 at n = 8 and 16 (noise levels until DAGER's ROUGE-1 < 0.5), then merged:
+    python benchmarks/transformer_gradients.py --parts smollm2 --smollm2-length 8 \
+        --smollm2-noises 1e-5 1e-4 1e-3 1e-2 --tag _smollm2_n8
+    python benchmarks/transformer_gradients.py --parts smollm2 --smollm2-length 16 \
+        --smollm2-noises 1e-5 1e-4 1e-3 1e-2 --tag _smollm2_n16
+    python benchmarks/transformer_gradients.py --merge _smollm2_n8 _smollm2_n16 --tag _smollm2
 
 Writes ``benchmarks/results/transformer_gradients{--tag}.json`` and ``.md``.
 """
@@ -184,20 +190,27 @@ def merge(tag: str, parts: list[str]) -> None:
     """Write ``tag``'s result files from the rows (final or partial) and runtime blocks of the
     result files of ``parts`` (cells run in separate processes at the same time)."""
     rows: list[dict] = []
+    smol: list[dict] = []
     runtime: dict[str, Any] = {}
     machines = []
     for part in parts:
         final, partial = (OUT / f"transformer_gradients{part}{s}.json" for s in ("", "_partial"))
         res = json.loads(final.read_text()) if final.is_file() else {}
         machines.append(res.get("machine", "?"))
+        smol += res.get("smollm2", {}).get("rows", [])
         rows += res.get("minilm", {}).get("rows", []) or (
-            json.loads(partial.read_text())["partial_rows"] if partial.is_file() else []
+            json.loads(partial.read_text())["partial_rows"]
+            if partial.is_file() and "smollm2" not in res
+            else []
         )
         runtime.update(res.get("minilm", {}).get("runtime", {}))
-    merged = {
-        "machine": f"{machines[0]}; merged from {', '.join(parts)} (run concurrently)",
-        "minilm": {"rows": rows, "runtime": runtime},
+    merged: dict[str, Any] = {
+        "machine": f"{machines[0]}; merged from {', '.join(parts)}"
     }
+    if rows:
+        merged["minilm"] = {"rows": rows, "runtime": runtime}
+    if smol:
+        merged["smollm2"] = {"rows": smol}
     _write(tag, merged)
 
 
