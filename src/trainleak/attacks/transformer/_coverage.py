@@ -38,11 +38,12 @@ def new_directions(z: torch.Tensor, basis: torch.Tensor, tol: float) -> tuple[in
     return added, q
 
 
-def repeated(z: torch.Tensor, tol: float) -> torch.Tensor:
+def repeated(z: torch.Tensor, tol: float, basis: torch.Tensor | None = None) -> torch.Tensor:
     """Boolean ``(m,)``: rows of ``z`` that lie within ``tol`` of the span of the rows
-    before them (a repeated hidden state adds nothing to the gradient)."""
+    before them and of ``basis``'s orthonormal columns (a repeated hidden state adds nothing
+    to the gradient)."""
     out = torch.zeros(z.shape[0], dtype=torch.bool)
-    q = z.new_zeros(z.shape[1], 0)
+    q = basis if basis is not None else z.new_zeros(z.shape[1], 0)
     for t in range(z.shape[0]):
         added, q = new_directions(z[t : t + 1], q, tol)
         out[t] = added == 0
