@@ -146,16 +146,21 @@ def minilm(lengths: list[int], noise: float, steps: int, noiseless: bool = True)
     return {"rows": rows, "runtime": ex}
 
 
-def smollm2(n: int, noises: list[float], steps: int) -> dict[str, Any]:
+def smollm2(
+    n: int, noises: list[float], steps: int, batches: list[int], noiseless: bool = True
+) -> dict[str, Any]:
+    """B in ``batches``: noiseless (unless ``noiseless`` is off), then ``noises`` in order
+    until DAGER's ROUGE-1 drops below 0.5 (all of them when DAGER is not run)."""
     lm = load_smollm2()
     lm.module.double()
     rows: list[dict] = []
-    for b in (1, 4):
+    for b in batches:
         texts = wikitext_sentences(b, seed=1, min_words=6, max_words=30)
-        for noise in [0.0, *noises]:
+        for noise in [0.0, *noises] if noiseless else noises:
             cell = _cell(lm, texts, n, noise, steps)
             rows += cell
-            if noise > 0 and next(r for r in cell if r["attack"] == "dager")["rouge1"] < 0.5:
+            dager = next((r for r in cell if r["attack"] == "dager"), None)
+            if noise > 0 and dager is not None and dager["rouge1"] < 0.5:
                 break
     return {"rows": rows}
 
@@ -204,9 +209,7 @@ def merge(tag: str, parts: list[str]) -> None:
             else []
         )
         runtime.update(res.get("minilm", {}).get("runtime", {}))
-    merged: dict[str, Any] = {
-        "machine": f"{machines[0]}; merged from {', '.join(parts)}"
-    }
+    merged: dict[str, Any] = {"machine": f"{machines[0]}; merged from {', '.join(parts)}"}
     if rows:
         merged["minilm"] = {"rows": rows, "runtime": runtime}
     if smol:
@@ -220,13 +223,14 @@ def main() -> None:
     ap.add_argument("--noise", type=float, default=1e-3)
     ap.add_argument("--smollm2-length", type=int, default=16)
     ap.add_argument("--smollm2-noises", type=float, nargs="+", default=[1e-4, 1e-3, 1e-2])
+    ap.add_argument("--smollm2-batches", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--parts", nargs="+", default=["minilm", "smollm2"])
     ap.add_argument("--tag", default="", help="suffix of the result files")
     ap.add_argument("--merge", nargs="+", default=[], help="merge these tags' results into --tag")
     ap.add_argument("--attacks", nargs="+", default=[], help="run only these (default: both)")
     ap.add_argument(
-        "--noise-only", action="store_true", help="MiniLM: only the noised cell (no runtime)"
+        "--noise-only", action="store_true", help="only the noised cells (MiniLM: no runtime)"
     )
     args = ap.parse_args()
     if args.merge:
@@ -243,7 +247,13 @@ def main() -> None:
         if part == "minilm":
             res["minilm"] = minilm(args.lengths, args.noise, args.steps, not args.noise_only)
         else:
-            res["smollm2"] = smollm2(args.smollm2_length, args.smollm2_noises, args.steps)
+            res["smollm2"] = smollm2(
+                args.smollm2_length,
+                args.smollm2_noises,
+                args.steps,
+                args.smollm2_batches,
+                not args.noise_only,
+            )
         _write(args.tag, res)
 
 
