@@ -25,12 +25,21 @@ Usage:
         --tag _minilm_noise
     python benchmarks/transformer_gradients.py --merge _minilm _minilm_tiger32 _minilm_noise \
         --tag _minilm
-    # SmolLM2 at n = 8 and 16 (noise levels until DAGER's ROUGE-1 < 0.5), then merged:
+    # SmolLM2 at n = 8 and 16 (noise levels until DAGER's ROUGE-1 < 0.5), the n = 16 cells
+    # split over processes (--smollm2-noises with no value: noiseless only), then merged:
+    S="--parts smollm2 --smollm2-length 16"
     python benchmarks/transformer_gradients.py --parts smollm2 --smollm2-length 8 \
         --smollm2-noises 1e-5 1e-4 1e-3 1e-2 --tag _smollm2_n8
-    python benchmarks/transformer_gradients.py --parts smollm2 --smollm2-length 16 \
-        --smollm2-noises 1e-5 1e-4 1e-3 1e-2 --tag _smollm2_n16
-    python benchmarks/transformer_gradients.py --merge _smollm2_n8 _smollm2_n16 --tag _smollm2
+    python benchmarks/transformer_gradients.py $S --smollm2-noises 1e-5 1e-4 1e-3 1e-2 \
+        --attacks dager --tag _smollm2_n16_dager
+    python benchmarks/transformer_gradients.py $S --smollm2-noises 1e-5 --attacks tiger \
+        --smollm2-batches 1 --tag _smollm2_n16_tiger_b1
+    python benchmarks/transformer_gradients.py $S --smollm2-noises --attacks tiger \
+        --smollm2-batches 4 --tag _smollm2_n16_tiger_b4
+    python benchmarks/transformer_gradients.py $S --smollm2-noises 1e-5 --attacks tiger \
+        --smollm2-batches 4 --noise-only --tag _smollm2_n16_tiger_b4_noise
+    python benchmarks/transformer_gradients.py --merge _smollm2_n8 _smollm2_n16_dager \
+        _smollm2_n16_tiger_b1 _smollm2_n16_tiger_b4 _smollm2_n16_tiger_b4_noise --tag _smollm2
 
 Writes ``benchmarks/results/transformer_gradients{--tag}.json`` and ``.md``.
 """
@@ -222,7 +231,7 @@ def main() -> None:
     ap.add_argument("--lengths", type=int, nargs="+", default=[16, 32])
     ap.add_argument("--noise", type=float, default=1e-3)
     ap.add_argument("--smollm2-length", type=int, default=16)
-    ap.add_argument("--smollm2-noises", type=float, nargs="+", default=[1e-4, 1e-3, 1e-2])
+    ap.add_argument("--smollm2-noises", type=float, nargs="*", default=[1e-4, 1e-3, 1e-2])
     ap.add_argument("--smollm2-batches", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--parts", nargs="+", default=["minilm", "smollm2"])
