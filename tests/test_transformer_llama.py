@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from language_fixtures import _tokenizer, random_texts
-from trainleak.attacks.transformer._coverage import new_directions, select
+from trainleak.attacks.transformer._coverage import new_directions, repeated, select
 from trainleak.attacks.transformer._spans import build_spans
 from trainleak.attacks.transformer.dager import Dager
 from trainleak.attacks.transformer.tiger import Tiger
@@ -69,3 +69,18 @@ def test_new_directions_counts_the_rank_added() -> None:
     added, q = new_directions(torch.cat([z[2:], z[:1], z[2:3] + z[3:4]]), base, 1e-9)
     assert added == 2 and q.shape == (10, 4)
     assert torch.allclose(q.T @ q, torch.eye(4, dtype=torch.float64), atol=1e-12)
+
+
+def test_near_parallel_inputs_are_new_but_copies_are_repeated() -> None:
+    """TIGER's decoder peeling credits a position that adds a direction, however close to the
+    accepted ones (SmolLM2 positions of different sentences reach cos^2 0.996): only exact
+    copies and earlier positions repeated count as explained."""
+    g = torch.Generator().manual_seed(1)
+    accepted = torch.nn.functional.normalize(torch.randn(3, 16, generator=g, dtype=torch.float64))
+    basis, _ = torch.linalg.qr(accepted.T)
+    near = accepted[0] + 0.03 * torch.randn(16, generator=g, dtype=torch.float64)
+    near = near / near.norm()
+    assert float(near @ accepted[0]) ** 2 > 0.99
+    z = torch.stack([near, accepted[1], near, torch.randn(16, generator=g, dtype=torch.float64)])
+    assert repeated(z, 1e-6, basis).tolist() == [False, True, True, False]
+    assert repeated(z, 1e-6).tolist() == [False, False, True, False]
