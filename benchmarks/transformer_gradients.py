@@ -25,6 +25,21 @@ Usage:
         --tag _minilm_noise
     python benchmarks/transformer_gradients.py --merge _minilm _minilm_tiger32 _minilm_noise \
         --tag _minilm
+    # SmolLM2 at n = 8 and 16 (noise levels until DAGER's ROUGE-1 < 0.5), the n = 16 cells
+    # split over processes (--smollm2-noises with no value: noiseless only), then merged:
+    S="--parts smollm2 --smollm2-length 16"
+    python benchmarks/transformer_gradients.py --parts smollm2 --smollm2-length 8 \
+        --smollm2-noises 1e-5 1e-4 1e-3 1e-2 --tag _smollm2_n8
+    python benchmarks/transformer_gradients.py $S --smollm2-noises 1e-5 1e-4 1e-3 1e-2 \
+        --attacks dager --tag _smollm2_n16_dager
+    python benchmarks/transformer_gradients.py $S --smollm2-noises 1e-5 --attacks tiger \
+        --smollm2-batches 1 --tag _smollm2_n16_tiger_b1
+    python benchmarks/transformer_gradients.py $S --smollm2-noises --attacks tiger \
+        --smollm2-batches 4 --tag _smollm2_n16_tiger_b4
+    python benchmarks/transformer_gradients.py $S --smollm2-noises 1e-5 --attacks tiger \
+        --smollm2-batches 4 --noise-only --tag _smollm2_n16_tiger_b4_noise
+    python benchmarks/transformer_gradients.py --merge _smollm2_n8 _smollm2_n16_dager \
+        _smollm2_n16_tiger_b1 _smollm2_n16_tiger_b4 _smollm2_n16_tiger_b4_noise --tag _smollm2
 
 Writes ``benchmarks/results/transformer_gradients{--tag}.json`` and ``.md``.
 """
@@ -140,16 +155,21 @@ def minilm(lengths: list[int], noise: float, steps: int, noiseless: bool = True)
     return {"rows": rows, "runtime": ex}
 
 
-def smollm2(n: int, noises: list[float], steps: int) -> dict[str, Any]:
+def smollm2(
+    n: int, noises: list[float], steps: int, batches: list[int], noiseless: bool = True
+) -> dict[str, Any]:
+    """B in ``batches``: noiseless (unless ``noiseless`` is off), then ``noises`` in order
+    until DAGER's ROUGE-1 drops below 0.5 (all of them when DAGER is not run)."""
     lm = load_smollm2()
     lm.module.double()
     rows: list[dict] = []
-    for b in (1, 4):
+    for b in batches:
         texts = wikitext_sentences(b, seed=1, min_words=6, max_words=30)
-        for noise in [0.0, *noises]:
+        for noise in [0.0, *noises] if noiseless else noises:
             cell = _cell(lm, texts, n, noise, steps)
             rows += cell
-            if noise > 0 and next(r for r in cell if r["attack"] == "dager")["rouge1"] < 0.5:
+            dager = next((r for r in cell if r["attack"] == "dager"), None)
+            if noise > 0 and dager is not None and dager["rouge1"] < 0.5:
                 break
     return {"rows": rows}
 
@@ -184,20 +204,25 @@ def merge(tag: str, parts: list[str]) -> None:
     """Write ``tag``'s result files from the rows (final or partial) and runtime blocks of the
     result files of ``parts`` (cells run in separate processes at the same time)."""
     rows: list[dict] = []
+    smol: list[dict] = []
     runtime: dict[str, Any] = {}
     machines = []
     for part in parts:
         final, partial = (OUT / f"transformer_gradients{part}{s}.json" for s in ("", "_partial"))
         res = json.loads(final.read_text()) if final.is_file() else {}
         machines.append(res.get("machine", "?"))
+        smol += res.get("smollm2", {}).get("rows", [])
         rows += res.get("minilm", {}).get("rows", []) or (
-            json.loads(partial.read_text())["partial_rows"] if partial.is_file() else []
+            json.loads(partial.read_text())["partial_rows"]
+            if partial.is_file() and "smollm2" not in res
+            else []
         )
         runtime.update(res.get("minilm", {}).get("runtime", {}))
-    merged = {
-        "machine": f"{machines[0]}; merged from {', '.join(parts)} (run concurrently)",
-        "minilm": {"rows": rows, "runtime": runtime},
-    }
+    merged: dict[str, Any] = {"machine": f"{machines[0]}; merged from {', '.join(parts)}"}
+    if rows:
+        merged["minilm"] = {"rows": rows, "runtime": runtime}
+    if smol:
+        merged["smollm2"] = {"rows": smol}
     _write(tag, merged)
 
 
@@ -206,14 +231,15 @@ def main() -> None:
     ap.add_argument("--lengths", type=int, nargs="+", default=[16, 32])
     ap.add_argument("--noise", type=float, default=1e-3)
     ap.add_argument("--smollm2-length", type=int, default=16)
-    ap.add_argument("--smollm2-noises", type=float, nargs="+", default=[1e-4, 1e-3, 1e-2])
+    ap.add_argument("--smollm2-noises", type=float, nargs="*", default=[1e-4, 1e-3, 1e-2])
+    ap.add_argument("--smollm2-batches", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--parts", nargs="+", default=["minilm", "smollm2"])
     ap.add_argument("--tag", default="", help="suffix of the result files")
     ap.add_argument("--merge", nargs="+", default=[], help="merge these tags' results into --tag")
     ap.add_argument("--attacks", nargs="+", default=[], help="run only these (default: both)")
     ap.add_argument(
-        "--noise-only", action="store_true", help="MiniLM: only the noised cell (no runtime)"
+        "--noise-only", action="store_true", help="only the noised cells (MiniLM: no runtime)"
     )
     args = ap.parse_args()
     if args.merge:
@@ -230,7 +256,13 @@ def main() -> None:
         if part == "minilm":
             res["minilm"] = minilm(args.lengths, args.noise, args.steps, not args.noise_only)
         else:
-            res["smollm2"] = smollm2(args.smollm2_length, args.smollm2_noises, args.steps)
+            res["smollm2"] = smollm2(
+                args.smollm2_length,
+                args.smollm2_noises,
+                args.steps,
+                args.smollm2_batches,
+                not args.noise_only,
+            )
         _write(args.tag, res)
 
 

@@ -75,6 +75,12 @@ class Spans:
             for f in self.features(seqs, chunk)
         ]
 
+    @property
+    def position_free(self) -> bool:
+        """Whether a token's layer-1 input is the same at every position (LLaMA-style blocks
+        see ``RMSNorm(E_v)``: RoPE acts after the projections), so layer 1 tests a bag."""
+        return bool((self.table - self.table[:1]).abs().max() <= 1e-12)
+
     def scored(self, length: int) -> int:
         """How many leading positions of a sequence of ``length`` tokens feed the gradient."""
         return max(length - 1, 1) if self.causal else length
@@ -120,7 +126,7 @@ def build_spans(
     vocab = len(release.model.tokenizer)
     table = torch.stack(
         [
-            span_distance(vocabulary_inputs(module, layers[0], t, vocab).detach(), bases[0])
+            _token_distances(vocabulary_inputs(module, layers[0], t, vocab).detach(), bases[0])
             for t in range(release.max_length)
         ]
     )
@@ -130,6 +136,13 @@ def build_spans(
     pad = tok.pad_token_id if tok.pad_token_id is not None else end
     weights = tuple(_weights(g, b.shape[1]) for g, b in zip(grads, bases, strict=True))
     return Spans(module, layers, bases, weights, table, causal, int(end), int(pad))  # type: ignore[arg-type]
+
+
+def _token_distances(z: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:
+    """Layer-1 span distances; an all-zero input (a padding row of zeros, as a LLaMA
+    embedding's ``padding_idx`` keeps) has no direction and gets distance 1, not 0."""
+    d = span_distance(z, basis)
+    return torch.where(z.norm(dim=-1) > 0, d, torch.ones_like(d))
 
 
 def _weights(grad: torch.Tensor, rank: int) -> torch.Tensor:

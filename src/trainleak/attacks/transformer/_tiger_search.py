@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from trainleak.attacks.transformer._coverage import new_directions, repeated
 from trainleak.attacks.transformer._model import layer_inputs
 from trainleak.attacks.transformer._spans import Spans
 from trainleak.linalg import span_distance
@@ -117,10 +118,16 @@ class Peeling:
     layer-2 input is (up to ``cos^2 > 1 - same_tol``) one of the sequences accepted so far
     (same token after the same prefix on a decoder; on an encoder a copy, or a near copy whose
     other tokens move every position only slightly) and 1 otherwise: a copy or a prefix of an
-    accepted sequence earns nothing. The inputs are computed by the model, not read from the
-    noisy gradient, so the tolerance does not depend on the noise. Encoders average the terms
-    over positions instead of summing them: only the complete sequence fits an encoder's span
-    (every token moves every position), so a sum would favour short near misses.
+    accepted sequence earns nothing. On a decoder a copy or a prefix repeats the accepted
+    inputs exactly, and unrelated positions can be near-parallel (SmolLM2: ``cos^2`` up to
+    0.996 between positions of different sentences), so there ``new_t`` is 0 when the input
+    lies within ``repeat_tol`` of the span of the accepted inputs and of the positions before
+    it in the same sequence (``decoder_basis``): a run of one token repeats its hidden state
+    exactly on a LLaMA-style block (:mod:`._coverage`). The inputs are computed by the model,
+    not read from the noisy gradient, so the tolerances do not depend on the noise. Encoders
+    average the terms over positions instead of summing them: only the complete sequence fits
+    an encoder's span (every token moves every position), so a sum would favour short near
+    misses.
     """
 
     spans: Spans
@@ -128,6 +135,8 @@ class Peeling:
     explained: list[torch.Tensor | None]
     taken: set[tuple[int, ...]] = field(default_factory=set)
     same_tol: float = 0.01
+    repeat_tol: float = 1e-6
+    decoder_basis: torch.Tensor | None = None
 
     def scores(self, seqs: list[list[int]]) -> list[float]:
         out = []
@@ -139,7 +148,9 @@ class Peeling:
                 inside = ((z @ basis) ** 2).sum(-1)
                 cost = cost + (1 - inside).clamp_min(0)
                 known = self.explained[layer]
-                if layer == 1 and known is not None:
+                if layer == 1 and self.spans.causal:
+                    new = (~repeated(z, self.repeat_tol, self.decoder_basis)).to(z.dtype)
+                elif layer == 1 and known is not None:
                     same = ((z @ known) ** 2).max(-1).values > 1 - self.same_tol
                     new = (~same).to(z.dtype)
                 elif layer == 1:
@@ -155,6 +166,10 @@ class Peeling:
         for layer, z in enumerate(f):
             known = self.explained[layer]
             self.explained[layer] = z.T if known is None else torch.cat([known, z.T], 1)
+        if self.spans.causal:
+            start = self.decoder_basis
+            start = start if start is not None else f[1].new_zeros(f[1].shape[1], 0)
+            self.decoder_basis = new_directions(f[1], start, self.repeat_tol)[1]
 
 
 def local_search(

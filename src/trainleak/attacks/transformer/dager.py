@@ -10,7 +10,8 @@ exhaustive enumeration per length, or, when the product of candidate counts exce
 sequences (:mod:`._assign`; DAGER's own heuristic here is a prefix beam, which on a pretrained
 encoder loses the true prefixes, docs/decisions.md). On BERT-style encoders with a noiseless
 gradient the layer-1 candidates are first restricted to the tokens the embedding gradient
-places at each position (:mod:`._localise`).
+places at each position (:mod:`._localise`). A decoder's finished sequences are accepted by
+the number of layer-2 directions they add (:mod:`._coverage`), not by length and distance.
 
 References:
     Petrov, Dimitrov, Baader, Mueller, Vechev, *DAGER: Exact Gradient Inversion for Large
@@ -28,6 +29,7 @@ import torch
 
 from trainleak.attacks.base import Attack, Reconstruction, register_attack
 from trainleak.attacks.transformer._assign import Assignment, lengths_from, search
+from trainleak.attacks.transformer._coverage import select
 from trainleak.attacks.transformer._localise import placed_candidates
 from trainleak.attacks.transformer._output import pack
 from trainleak.attacks.transformer._spans import RankRule, Spans, build_spans
@@ -54,6 +56,9 @@ class Dager(Attack[TransformerUpdate]):
         sweeps: coordinate sweeps per descent.
         eps: floor added to the squared distances inside the encoder search's logarithm.
         exact: refuse a batch with ``B * n`` not below the layer width.
+        new_direction_tol: decoders: residual norm (of a unit layer-2 input, against the
+            inputs of the sequences accepted before it) above which a position adds a
+            direction; finished sequences are accepted by how many they add.
     """
 
     name: ClassVar[str] = "dager"
@@ -70,6 +75,7 @@ class Dager(Attack[TransformerUpdate]):
     sweeps: int = param(4, ge=1, integer=True)
     eps: float = param(1e-12, gt=0, lt=1)
     exact: bool = True
+    new_direction_tol: float = param(1e-6, gt=0, lt=1)
 
     def run(
         self,
@@ -99,9 +105,14 @@ class Dager(Attack[TransformerUpdate]):
             found, evaluated = _decoder_search(self, spans, cands)
         else:
             found, evaluated = _encoder_search(self, spans, cands, batch, generator)
-        # longest first: every prefix of a decoder's sequence passes too, and an unextendable
-        # short sequence can have a smaller worst distance than the full one
-        found.sort(key=lambda item: (-len(item[0]), item[1]))
+        if spans.causal:
+            # by the directions each adds: a run of a first token passes every test on a
+            # LLaMA-style decoder (see ._coverage); prefixes of an accepted one add none
+            found = select(spans, found, batch, self.new_direction_tol)
+        else:
+            # longest first: an unextendable short sequence can have a smaller worst
+            # distance than the full one
+            found.sort(key=lambda item: (-len(item[0]), item[1]))
         seqs = [s for s, _ in found[: batch or len(found)]]
         out = pack(
             seqs,

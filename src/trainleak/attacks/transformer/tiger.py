@@ -54,7 +54,8 @@ class Tiger(Attack[TransformerUpdate]):
 
     Args:
         candidates: tokens per position the soft tokens range over, the nearest to the
-            layer-1 span (0: ``2 B + 2``).
+            layer-1 span (0: ``2 B + 2``, or ``B (n - 1)`` on a decoder whose layer-1 input
+            does not depend on the position).
         parametrization: ``"soft_tokens"`` (softmax over candidate embeddings) or
             ``"embeddings"`` (free vectors, decoded to the nearest candidate by cosine).
         steps, lr, temperature: Adam steps, learning rate and softmax temperature.
@@ -120,7 +121,10 @@ class Tiger(Attack[TransformerUpdate]):
         batch = batch_size(release, knowledge)
         spans = build_spans(release, batch=batch, rank=self.rank, tol=self.tol, exact=self.exact)
         placed = placed_candidates(release)
-        cands = _candidates(spans.table, placed, self.candidates or 2 * batch + 2)
+        # layer 1 places no token on a LLaMA-style block: every token of the bag is a
+        # candidate at every position
+        bag = batch * spans.scored(spans.positions) if spans.position_free else 0
+        cands = _candidates(spans.table, placed, self.candidates or max(2 * batch + 2, bag))
         # noise floor: the best layer-1 fit, typical over the first half of the positions
         floor = float(spans.table[: max(spans.positions // 2, 1)].min(dim=1).values.median())
         gamma = (self.margin * spans.table.pow(2).median(dim=1).values).clamp_max(
