@@ -49,7 +49,9 @@ _COPY = 1e-6  # a deflated input shorter than this is an accepted sequence's own
 class Assignment:
     """Search state: candidates per position (end token excluded), the lengths whose last
     position may hold the end token, the accepted sequences (with the deflation of the
-    layer-2 span they define) and the rejected attempts."""
+    layer-2 span they define) and the rejected attempts. ``grow``: restarts grow through the
+    lengths (:func:`grow`); otherwise each is one free-length descent (cheaper where no
+    sequence can pass, as on a noised gradient)."""
 
     spans: Spans
     cands: list[list[int]]
@@ -60,6 +62,7 @@ class Assignment:
     rejected: list[tuple[list[int], float, float]] = field(default_factory=list)
     evaluated: int = 0
     deflation: tuple[torch.Tensor, torch.Tensor] | None = None
+    grow: bool = True
 
     def distances(self, seqs: list[list[int]]) -> list[torch.Tensor]:
         """Per closed sequence its ``(2, length)`` layer-1 and deflated layer-2 distances."""
@@ -191,7 +194,7 @@ def search(
         if len(state.accepted) >= batch:
             break
         start = queue.pop(0) if queue else coverage_start(state, generator)
-        seq, j, worst = grow(state, start, sweeps)
+        seq, j, worst = (grow if state.grow else descend)(state, start, sweeps)
         known = {tuple(s) for s, _ in state.accepted}
         if tuple(seq) in known:
             continue
