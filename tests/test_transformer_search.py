@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from language_fixtures import WORDS, tiny_bert
-from trainleak.attacks.transformer._assign import Assignment, descend, lengths_from
+from trainleak.attacks.transformer._assign import Assignment, descend, lengths_from, search
 from trainleak.attacks.transformer._localise import placed_candidates
 from trainleak.attacks.transformer._spans import build_spans
 from trainleak.attacks.transformer.dager import Dager
@@ -96,3 +96,50 @@ def test_descent_repairs_a_wrong_token() -> None:
     assert found == seq
     assert worst < 1e-8
     assert j < 9 * math.log(1e-11)
+
+
+def _unequal_texts() -> list[str]:
+    """Four sentences of 3, 6, 9 and 12 words, common words at every other position (so [SEP]
+    and the common words stay candidates at most positions)."""
+    unique = iter(WORDS[3:])
+    return [
+        " ".join(WORDS[(k + b) % 3] if (k + b) % 2 == 0 else next(unique) for k in range(n))
+        for b, n in enumerate((3, 6, 9, 12))
+    ]
+
+
+@functools.cache
+def _unequal():  # type: ignore[no-untyped-def]
+    batch, rel = client_release(tiny_bert(), _unequal_texts(), 14)
+    spans = build_spans(rel, batch=rel.batch_size, rank="tolerance", tol=None, exact=True)
+    placed = placed_candidates(rel)
+    assert placed is not None
+    full = [sorted(p) for p in placed]
+    inner = [[v for v in row if v != spans.end_id] for row in full]
+    return batch, spans, inner, lengths_from(full, spans.end_id)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_search_recovers_unequal_lengths_exactly(seed: int) -> None:
+    """Lengths 4-13 with [SEP] a candidate at 8 of 14 positions: every restart seed recovers
+    all four sequences at their own lengths (the former free-length descent, which chose the
+    length by the summed objective, found 4, 3 and 2 of them on seeds 0, 1, 2)."""
+    batch, spans, inner, lengths = _unequal()
+    assert len(lengths) >= 6
+    state = Assignment(spans, inner, lengths, 1e-12, 1e-3)
+    search(state, 4, [], 24, 4, torch.Generator().manual_seed(seed))
+    found = sorted(tuple(s) for s, _ in state.accepted)
+    assert found == sorted(tuple(s) for s in batch.sequences())
+
+
+def test_deflation_removes_only_the_accepted_sequence() -> None:
+    """After accepting one sequence its own layer-2 inputs are at distance 1 (a copy) while
+    the other sequences still fit exactly."""
+    batch, spans, inner, lengths = _unequal()
+    seqs = batch.sequences()
+    state = Assignment(spans, inner, lengths, 1e-12, 1e-3)
+    assert max(float(d.max()) for d in state.distances(seqs)) < 1e-8
+    state.take(seqs[2], 0.0)
+    d = state.distances(seqs)
+    assert float(d[2][1].min()) > 0.99
+    assert max(float(d[b].max()) for b in (0, 1, 3)) < 1e-8

@@ -1,4 +1,5 @@
-"""Encoder batch search by restarts of coordinate descent on a log span distance.
+"""Encoder batch search by restarts of coordinate descent on a log span distance, grown in
+length and deflated by the sequences already found.
 
 An encoder's later tokens change every earlier position's layer-2 input, so a left-to-right
 beam scores prefixes in the wrong context (on all-MiniLM-L6-v2 the true prefixes fall out of a
@@ -8,15 +9,28 @@ sequences: from a start, each sweep sets every position to the candidate token m
     J(s) = sum_t log(d1_t^2 + d2_t^2 + eps)
 
 (``d_l``: the span distance of the layer-``l`` input at position ``t`` of ``s`` closed by the
-end token), visiting the positions worst fit first, then picks the best length. The
-logarithm rewards a position that fits exactly far more than it penalises one that does not,
-so the sweep locks in the positions whose context is already right instead of trading them
-for a smaller mean (with the squared distances alone, descent from a sequence with 4 of 14
-tokens wrong ended further from it).
+end token), visiting the positions worst fit first. The logarithm rewards a position that fits
+exactly far more than it penalises one that does not, so the sweep locks in the positions whose
+context is already right instead of trading them for a smaller mean (with the squared distances
+alone, descent from a sequence with 4 of 14 tokens wrong ended further from it).
+
+Lengths. ``J`` cannot choose a length: its sum prefers a long near miss to a short exact fit
+(on MiniLM at n = 32 every free-length descent ended at the longest length), its mean prefers
+``[CLS] [SEP]``. But a descent at a fixed length ``l`` shorter than some sequence ends at that
+sequence's first ``l - 1`` tokens closed early (its prefix fits all but the last positions).
+So :func:`grow` descends at every candidate length in increasing order, each from the previous
+descent's tokens, and stops at the first length where the sequence passes the span check.
+
+Deflation. Every restart would grow into the same dominant sequence. Once a sequence is
+accepted, its layer-2 inputs ``A`` are removed: the layer-2 distance is taken of the input's
+component orthogonal to ``span(A)``, normalised, to the part of the layer-2 span orthogonal to
+``A``. A remaining sequence's inputs lie in the span and are independent of ``A`` (distance 0
+still); an accepted sequence, its prefixes and near copies leave only an error component
+(distance ~1), so they stop attracting the descent.
+
 Restarts begin from coverage starts: at each position a candidate that no accepted sequence
-uses there, so each restart is drawn towards a sequence not yet found (the assignment of the
-tokens at each position to the ``B`` sequences, Petrov et al., *DAGER*, NeurIPS 2024, for the
-span signal; the search is ours).
+uses there (the assignment of the tokens at each position to the ``B`` sequences, Petrov et
+al., *DAGER*, NeurIPS 2024, for the span signal; the search is ours).
 """
 
 from __future__ import annotations
@@ -26,12 +40,18 @@ from dataclasses import dataclass, field
 import torch
 
 from trainleak.attacks.transformer._spans import Spans
+from trainleak.linalg import span_distance
+
+_COPY = 1e-6  # a deflated input shorter than this is an accepted sequence's own input
 
 
 @dataclass
 class Assignment:
     """Search state: candidates per position (end token excluded), the lengths whose last
-    position may hold the end token, the accepted sequences and the rejected attempts."""
+    position may hold the end token, the accepted sequences (with the deflation of the
+    layer-2 span they define) and the rejected attempts. ``grow``: restarts grow through the
+    lengths (:func:`grow`); otherwise each is one free-length descent (cheaper where no
+    sequence can pass, as on a noised gradient)."""
 
     spans: Spans
     cands: list[list[int]]
@@ -41,15 +61,43 @@ class Assignment:
     accepted: list[tuple[list[int], float]] = field(default_factory=list)
     rejected: list[tuple[list[int], float, float]] = field(default_factory=list)
     evaluated: int = 0
+    deflation: tuple[torch.Tensor, torch.Tensor] | None = None
+    grow: bool = True
+
+    def distances(self, seqs: list[list[int]]) -> list[torch.Tensor]:
+        """Per closed sequence its ``(2, length)`` layer-1 and deflated layer-2 distances."""
+        self.evaluated += len(seqs)
+        out = []
+        for z1, z2 in self.spans.features(seqs):
+            d1 = span_distance(z1, self.spans.bases[0])
+            out.append(torch.stack([d1, self._layer2(z2)]))
+        return out
+
+    def _layer2(self, z: torch.Tensor) -> torch.Tensor:
+        if self.deflation is None:
+            return span_distance(z, self.spans.bases[1])
+        q, basis = self.deflation
+        rest = z - (z @ q) @ q.T
+        d = span_distance(rest, basis)
+        return torch.where(rest.norm(dim=-1) < _COPY, torch.ones_like(d), d)
 
     def score(self, seqs: list[list[int]]) -> list[tuple[float, float]]:
         """``(J, worst distance)`` of each closed sequence."""
-        self.evaluated += len(seqs)
         out = []
-        for d in self.spans.distances(seqs):
+        for d in self.distances(seqs):
             sq = (d**2).sum(0)
             out.append((float(torch.log(sq + self.eps).sum()), float(d.max())))
         return out
+
+    def take(self, seq: list[int], worst: float) -> None:
+        """Accept ``seq`` and deflate the layer-2 span by its inputs."""
+        self.accepted.append((seq, worst))
+        feats = torch.cat([f[1] for f in self.spans.features([s for s, _ in self.accepted])])
+        _, sv, vh = torch.linalg.svd(feats, full_matrices=False)
+        q = vh[: int((sv > 1e-8 * sv[0]).sum())].T
+        basis = self.spans.bases[1]
+        u, s2, _ = torch.linalg.svd(basis - q @ (q.T @ basis), full_matrices=False)
+        self.deflation = (q, u[:, s2 > 0.5])
 
     def close(self, body: list[int], length: int) -> list[int]:
         return body[: length - 1] + [self.spans.end_id]
@@ -65,21 +113,27 @@ def _best_length(state: Assignment, body: list[int]) -> tuple[int, float, float]
 def _worst_first(state: Assignment, body: list[int], length: int) -> list[int]:
     """The free positions (two or more candidates) of the closed ``body``, worst fit first: a
     wrong token is repaired before its neighbours are changed to fit it."""
-    d = state.spans.distances([state.close(body, length)])[0]
-    state.evaluated += 1
+    d = state.distances([state.close(body, length)])[0]
     cost = (d**2).sum(0)
     free = [t for t in range(length - 1) if len(state.cands[t]) >= 2]
     return sorted(free, key=lambda t: -float(cost[t]))
 
 
-def descend(state: Assignment, body: list[int], sweeps: int) -> tuple[list[int], float, float]:
-    """Coordinate descent of ``J`` from ``body`` (one token per position); returns the closed
-    sequence, its ``J`` and its worst span distance."""
+def descend(
+    state: Assignment, body: list[int], sweeps: int, length: int | None = None
+) -> tuple[list[int], float, float]:
+    """Coordinate descent of ``J`` from ``body`` (one token per position) at a fixed
+    ``length`` (``None``: the best length by ``J`` after each sweep); returns the closed
+    sequence, its ``J`` and its worst span distance. Stops as soon as the sequence passes."""
     body = list(body)
-    length, best, worst = _best_length(state, body)
+    free = length is None
+    if length is None:
+        length, best, worst = _best_length(state, body)
+    else:
+        best, worst = state.score([state.close(body, length)])[0]
     for _ in range(sweeps):
         before = best
-        for t in _worst_first(state, body, length):
+        for t in _worst_first(state, body, length) if worst >= state.accept else []:
             trials = []
             for v in state.cands[t]:
                 s = list(body)
@@ -89,10 +143,28 @@ def descend(state: Assignment, body: list[int], sweeps: int) -> tuple[list[int],
             i = min(range(len(trials)), key=lambda k: scores[k][0])
             body[t] = trials[i][t]
             best, worst = scores[i]
-        length, best, worst = _best_length(state, body)
+            if worst < state.accept:
+                break
+        if free and worst >= state.accept:
+            length, best, worst = _best_length(state, body)
         if worst < state.accept or best >= before:
             break
     return state.close(body, length), best, worst
+
+
+def grow(state: Assignment, body: list[int], sweeps: int) -> tuple[list[int], float, float]:
+    """Descents at the candidate lengths in increasing order, each from the tokens the
+    previous one ended with, until one passes (see the module docstring); otherwise the
+    attempt with the smallest worst distance."""
+    out: tuple[list[int], float, float] | None = None
+    for length in sorted(state.lengths):
+        seq, j, worst = descend(state, body, sweeps, length)
+        body = seq[:-1] + body[length - 1 :]
+        if out is None or worst < out[2]:
+            out = (seq, j, worst)
+        if worst < state.accept:
+            break
+    return out if out is not None else (state.close(body, len(body)), 0.0, 1.0)
 
 
 def coverage_start(state: Assignment, generator: torch.Generator) -> list[int]:
@@ -122,12 +194,12 @@ def search(
         if len(state.accepted) >= batch:
             break
         start = queue.pop(0) if queue else coverage_start(state, generator)
-        seq, j, worst = descend(state, start, sweeps)
+        seq, j, worst = (grow if state.grow else descend)(state, start, sweeps)
         known = {tuple(s) for s, _ in state.accepted}
         if tuple(seq) in known:
             continue
         if worst < state.accept:
-            state.accepted.append((seq, worst))
+            state.take(seq, worst)
         else:
             state.rejected.append((seq, j, worst))
     out = list(state.accepted)

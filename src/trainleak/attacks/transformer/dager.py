@@ -104,7 +104,8 @@ class Dager(Attack[TransformerUpdate]):
         if spans.causal:
             found, evaluated = _decoder_search(self, spans, cands)
         else:
-            found, evaluated = _encoder_search(self, spans, cands, batch, generator)
+            grow = placed is not None
+            found, evaluated = _encoder_search(self, spans, cands, batch, generator, grow)
         if spans.causal:
             # by the directions each adds: a run of a first token passes every test on a
             # LLaMA-style decoder (see ._coverage); prefixes of an accepted one add none
@@ -167,11 +168,13 @@ def _encoder_search(
     cands: list[list[int]],
     batch: int | None,
     generator: torch.Generator,
+    grow: bool,
 ) -> tuple[list[tuple[list[int], float]], int]:
     """Per length ``l`` with the end token a candidate at ``l - 1``: all combinations of the
     candidates at positions ``0 .. l - 2`` when the product is at most ``max_combinations``;
     otherwise the restarted coordinate descent of :mod:`._assign` (only its accepted
-    sequences are returned)."""
+    sequences are returned), grown through the lengths when the candidates come from the
+    embedding gradient's placement (``grow``; a noiseless BERT-style gradient)."""
     inner = [[v for v in c if v != spans.end_id] for c in cands]
     ends = [t for t in range(1, spans.positions) if spans.end_id in cands[t]]
     if not ends:
@@ -181,7 +184,7 @@ def _encoder_search(
         if not lengths:
             return [], 0
         b = batch or spans.positions
-        state = Assignment(spans, inner, lengths, att.eps, att.l2_threshold)
+        state = Assignment(spans, inner, lengths, att.eps, att.l2_threshold, grow=grow)
         search(state, b, [], att.restarts or 6 * b, att.sweeps, generator)
         return list(state.accepted), state.evaluated
     found: list[tuple[list[int], float]] = []
