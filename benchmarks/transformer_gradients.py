@@ -146,10 +146,13 @@ def minilm(lengths: list[int], noise: float, steps: int, noiseless: bool = True)
         rows += _cell(lm, texts, lengths[-1], noise, steps)
     if not noiseless:
         return {"rows": rows}
-    ex = _exhaustive_seconds(lm, texts, lengths[-1])
     tiger = next(
-        r for r in rows if r["attack"] == "tiger" and r["noise"] == 0 and r["n"] == lengths[-1]
+        (r for r in rows if r["attack"] == "tiger" and r["noise"] == 0 and r["n"] == lengths[-1]),
+        None,
     )
+    if tiger is None:  # --attacks dager: no TIGER row to set against the exhaustive search
+        return {"rows": rows}
+    ex = _exhaustive_seconds(lm, texts, lengths[-1])
     ex["tiger_seconds"] = tiger["seconds"]
     ex["ratio_tiger_over_exhaustive"] = tiger["seconds"] / max(ex["exhaustive_seconds"], 1e-12)
     return {"rows": rows, "runtime": ex}
