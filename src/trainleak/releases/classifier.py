@@ -155,8 +155,9 @@ class ClassifierRelease(Release):
     @classmethod
     def load(cls, directory: str | Path) -> ClassifierRelease:
         """Load what :meth:`save` wrote (checked like a new release)."""
-        state, meta = _load(directory)
-        with metadata_of(Path(directory) / "release.json"):
+        d = Path(directory)
+        state, meta = read_release_dir(d, "weights.safetensors", "release.json", "release")
+        with metadata_of(d / "release.json"):
             return cls(
                 spec=spec_from_json(meta["spec"], "spec"),
                 state=state,
@@ -261,8 +262,9 @@ class GenerativePrior:
     @classmethod
     def load(cls, directory: str | Path) -> GenerativePrior:
         """Load what :meth:`save` wrote."""
-        state, meta = _load(directory)
-        with metadata_of(Path(directory) / "release.json"):
+        d = Path(directory)
+        state, meta = read_release_dir(d, "weights.safetensors", "release.json", "release")
+        with metadata_of(d / "release.json"):
             return cls(
                 spec=spec_from_json(meta["spec"], "spec"),
                 state=state,
@@ -282,7 +284,3 @@ def _save(directory: str | Path, state: StateDict, meta: dict[str, Any]) -> Path
     )
     (out / "release.json").write_text(json.dumps(meta, indent=2))
     return out
-
-
-def _load(directory: str | Path) -> tuple[StateDict, dict[str, Any]]:
-    return read_release_dir(Path(directory), "weights.safetensors", "release.json", "release")
