@@ -140,11 +140,13 @@ def test_meta_classifier_beats_chance_on_held_out_shadow_sets() -> None:
     archs = {"mlp": MLP, "convnet": SMALL_CONV}
     aux = (AUX[0][:300], AUX[1][:300])
     bank = build_shadow_bank(aux, 10, configs, archs, seeds=(0, 1, 2))
-    fp = FingerprintSpec(steps=20, inits=1, aux_eval=200)
+    fp = FingerprintSpec(steps=20, inits=1, aux_eval=200, objective_inits=1)
     acc = held_out_accuracy(bank, list(archs.values()), aux, fp, n_trees=50)
     assert acc["n"] == 18
-    assert acc["algorithm"] >= 1 / 3 + 0.3, acc  # measured 0.78 (chance 1/3)
-    assert acc["architecture"] >= 1 / 2 + 0.3, acc  # measured 0.94 (chance 1/2)
+    # measured 0.83 / 0.89 (0.83 / 0.94 with 4 networks per residual; the former dynamics
+    # fingerprint 0.78 / 0.94); chance 1/3 and 1/2
+    assert acc["algorithm"] >= 1 / 3 + 0.3, acc
+    assert acc["architecture"] >= 1 / 2 + 0.3, acc
 
 
 def _membership_knowledge() -> Knowledge:
