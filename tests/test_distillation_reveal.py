@@ -64,15 +64,16 @@ def test_each_forest_uses_the_groups_that_generalise_across_shadow_seeds() -> No
 def test_metadata_gate_keeps_an_algorithm_that_publishes_a_learning_rate() -> None:
     rng = np.random.default_rng(1)
     feats = rng.standard_normal((24, 6))
-    feats[12:, :3] += 4.0  # "mtt" sets look different from "dc" sets ...
+    feats[12:] += 4.0  # "mtt" sets look different from "dc" sets ...
     algos = ["dc"] * 12 + ["mtt"] * 12
     sigs = [(False, False)] * 12 + [(True, False)] * 12  # ... and publish a learning rate
     seeds = [i % 3 for i in range(24)]
     clf = MetaClassifier(30, 0).fit(feats, algos, algos, sigs, seeds, GROUPS)
-    looks_dc = rng.standard_normal((2, 6))
+    looks_dc = rng.standard_normal((2, 6)) - 3.0  # no tree votes "mtt" here
+    assert clf.algo.rf.predict_proba(looks_dc[:, clf.algo.cols])[:, 1].max() == 0.0
     gated = clf.predict(looks_dc, [(True, False), (False, False)])
     assert [r.algorithm for r in gated] == ["mtt", "dc"]
-    assert gated[0].algorithm_proba["dc"] == 0.0
+    assert gated[0].algorithm_proba == {"dc": 0.0, "mtt": 1.0}
     # the architecture forest is not gated: it keeps the forest's own answer
     assert gated[0].architecture == "dc"
 

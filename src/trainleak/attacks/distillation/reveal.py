@@ -125,7 +125,12 @@ class _Forest:
             if ok:
                 d = {c: (v if c in ok else 0.0) for c, v in d.items()}
                 total = sum(d.values())
-                d = {c: v / total for c, v in d.items()} if total > 0 else d
+                # no tree votes for an allowed label: every allowed label equally likely
+                d = (
+                    {c: v / total for c, v in d.items()}
+                    if total > 0
+                    else {c: (1.0 / len(ok) if c in ok else 0.0) for c in d}
+                )
             out.append(d)
         return out
 
