@@ -20,7 +20,7 @@ publishes a learning rate). The features [inferred from the abstract, seed brief
   parameter change ||theta_E - theta_0|| / ||theta_0||. Off by default: on the digits default
   run (the last session's sets, leave-one-seed-out on the 36 shadow sets, four forest seeds)
   adding them lowered architecture accuracy from 0.97-1.00 to 0.81-0.89, and they were the
-  costliest part of the fingerprint (about 4.5 s of 7 s per set).
+  costliest part of the fingerprint (the run's 60 sets: 124 s CPU with them, 72 s without).
 
 Fingerprints are pure functions of (set, candidates, auxiliary data, settings), seeded by the
 settings only, so they are memoised in-process by content hash.
