@@ -25,6 +25,7 @@ from trainleak.attacks.distillation import (
     restore_images,
 )
 from trainleak.data import load_digits
+from trainleak.errors import ConfigError
 from trainleak.experiments.distillation_leakage import run as run_experiment
 from trainleak.experiments.distillation_leakage_claims import CLAIMS, DistillationLeakageConfig
 from trainleak.metrics.distillation import recovery_scores
@@ -139,11 +140,13 @@ def test_meta_classifier_beats_chance_on_held_out_shadow_sets() -> None:
     archs = {"mlp": MLP, "convnet": SMALL_CONV}
     aux = (AUX[0][:300], AUX[1][:300])
     bank = build_shadow_bank(aux, 10, configs, archs, seeds=(0, 1, 2))
-    fp = FingerprintSpec(steps=20, inits=1, aux_eval=200)
+    fp = FingerprintSpec(steps=20, inits=1, aux_eval=200, objective_inits=1)
     acc = held_out_accuracy(bank, list(archs.values()), aux, fp, n_trees=50)
     assert acc["n"] == 18
-    assert acc["algorithm"] >= 1 / 3 + 0.3, acc  # measured 0.78 (chance 1/3)
-    assert acc["architecture"] >= 1 / 2 + 0.3, acc  # measured 0.94 (chance 1/2)
+    # measured 0.83 / 0.89 (0.83 / 0.94 with 4 networks per residual; the former dynamics
+    # fingerprint 0.78 / 0.94); chance 1/3 and 1/2
+    assert acc["algorithm"] >= 1 / 3 + 0.3, acc
+    assert acc["architecture"] >= 1 / 2 + 0.3, acc
 
 
 def _membership_knowledge() -> Knowledge:
@@ -171,6 +174,31 @@ def test_real_initialised_set_leaks_membership_and_images_noise_initialised_does
     assert results["noise"][0] <= 0.75, results
     # at SSIM >= 0.5 even class-mean-like images match 8x8 digits; 0.9 separates copies
     assert results["real"][2] >= 0.7 and results["noise"][2] <= 0.2, results
+
+
+def test_local_calibration_beats_the_nearest_distance_and_the_synthetic_side_only() -> None:
+    # a DM set that moved from its initialisation (larger image steps than _fast), so the
+    # plain nearest distance confuses typical digits with the sources
+    real = distill(*PRIVATE, 10, MLP, DMConfig(ipc=10, iterations=200, lr_img=0.03), seed=0)
+    assert real.init_indices is not None
+    positives, n = real.init_indices, len(PRIVATE[0])
+    know = _membership_knowledge()
+    found = {}
+    for cal in ("none", "synthetic", "local"):
+        scores = NearestSyntheticMembership(calibration=cal)(real.release, know).scores
+        assert scores is not None
+        s = torch.cat([scores[positives], scores[n:]])
+        m = torch.arange(len(s)) < len(positives)
+        found[cal] = (auroc(s, m), tpr_at_fpr(s, m, 0.01))
+    # measured: none 0.942 / 0.44, synthetic 0.940 / 0.37, local 0.979 / 0.76
+    for old in ("none", "synthetic"):
+        assert found["local"][0] >= found[old][0] + 0.02, found
+        assert found["local"][1] >= found[old][1] + 0.2, found
+
+
+def test_nearest_synthetic_membership_rejects_an_unknown_calibration() -> None:
+    with pytest.raises(ConfigError):
+        NearestSyntheticMembership(calibration="lira")
 
 
 def test_surrogate_membership_exposes_the_initialisation_images_of_a_real_initialised_set() -> None:

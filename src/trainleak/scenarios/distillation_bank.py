@@ -6,7 +6,9 @@ release (``set.safetensors`` + ``set.json``, see :class:`DistilledSet`) and, for
 initialisation, ``init.safetensors`` with the initialisation indices. Nothing is unpickled.
 
 The shadow bank is distilled by the adversary from its auxiliary data only: for every seed, a
-random half of the auxiliary records, then every (algorithm, architecture) pair on it.
+random half of the auxiliary records, then every (algorithm, architecture) pair on it; each
+shadow set records that half (``info["aux_source"]``) so the revelation attack can measure it
+against auxiliary records it was not distilled from.
 """
 
 from __future__ import annotations
@@ -159,7 +161,7 @@ def build_shadow_bank(
                     cache_dir=cache_dir,
                     device=device,
                 )
-                info = {"init": cfg.init, "ipc": cfg.ipc}
+                info = {"init": cfg.init, "ipc": cfg.ipc, "aux_source": half}
                 sets.append(ShadowSet(run.release, algo, kind, seed, info))
                 if progress is not None:
                     progress("shadow bank", len(sets), total)

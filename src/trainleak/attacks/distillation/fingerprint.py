@@ -7,13 +7,20 @@ that each algorithm leaves its own marks on the images (gradient matching produc
 high-frequency patterns, distribution matching stays close to its start, trajectory matching
 publishes a learning rate). The features [inferred from the abstract, seed brief section 13]:
 
-* per candidate architecture, averaged over ``inits`` initialisations: the training-loss
-  curve, the gradient-norm profile, the final loss and accuracy on the set, accuracy and loss
-  on the auxiliary data, and the relative parameter change ||theta_E - theta_0|| / ||theta_0||;
-* image statistics: pixel histogram, saturation at both ends of the range, radial power
-  spectrum, total variation, spread within and across classes, distance of each image to its
-  nearest auxiliary image (relative to the auxiliary data's own nearest-neighbour distance),
-  distance of class means, and the published learning rate.
+* ``"image"``: image statistics: pixel histogram, saturation at both ends of the range,
+  radial power spectrum, total variation, spread within and across classes, distance of each
+  image to its nearest auxiliary image (relative to the auxiliary data's own nearest-neighbour
+  distance), distance of class means, and the published metadata (a learning rate or not,
+  its value, soft labels or not);
+* ``"objective"``: per candidate architecture, the set's residuals at gradient matching and
+  distribution matching against the auxiliary data (:mod:`.objective`);
+* ``"dynamics"`` (only with ``dynamics=True``): per candidate architecture, averaged over
+  ``inits`` initialisations: the training-loss curve, the gradient-norm profile, the final
+  loss and accuracy on the set, accuracy and loss on the auxiliary data, and the relative
+  parameter change ||theta_E - theta_0|| / ||theta_0||. Off by default: on the digits default
+  run (the last session's sets, leave-one-seed-out on the 36 shadow sets, four forest seeds)
+  adding them lowered architecture accuracy from 0.97-1.00 to 0.81-0.89, and they were the
+  costliest part of the fingerprint (the run's 60 sets: 124 s CPU with them, 72 s without).
 
 Fingerprints are pure functions of (set, candidates, auxiliary data, settings), seeded by the
 settings only, so they are memoised in-process by content hash.
@@ -21,6 +28,7 @@ settings only, so they are memoised in-process by content hash.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,14 +38,21 @@ import torch
 import torch.nn.functional as F
 
 from trainleak.attacks.distillation._common import spec_key, tensor_hash
+from trainleak.attacks.distillation.objective import (
+    FEATURES_PER_ARCHITECTURE,
+    objective_residuals,
+)
+from trainleak.errors import ConfigError
 from trainleak.models.fitting import accuracy, fit
 from trainleak.models.registry import build_model
 from trainleak.models.spec import ModelSpec
-from trainleak.releases.distilled import DistilledSet
+from trainleak.releases.distilled import DistilledSet, ShadowBank, ShadowSet
 from trainleak.validation import check_fields, param
 
 _CACHE: dict[str, np.ndarray] = {}
 _CACHE_LIMIT = 20_000
+IMAGE_FEATURES = 17
+"""Image-group features besides the histogram's bins."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +66,9 @@ class FingerprintSpec:
         aux_eval: auxiliary images used for accuracy, loss and nearest-neighbour distances.
         hist_bins: bins of the pixel histogram.
         seed: seed of the initialisations and batch draws.
+        dynamics: include the training-dynamics group.
+        objective_inits: random networks per architecture in the objective residuals.
+        objective_steps: SGD steps on the set before the second gradient residual.
     """
 
     steps: int = param(60, ge=2, integer=True)
@@ -59,6 +77,9 @@ class FingerprintSpec:
     aux_eval: int = param(500, ge=2, integer=True)
     hist_bins: int = param(8, ge=2, integer=True)
     seed: int = param(0, ge=0, integer=True)
+    dynamics: bool = param(False, choices=(True, False))
+    objective_inits: int = param(4, ge=1, integer=True)
+    objective_steps: int = param(10, ge=0, integer=True)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -171,6 +192,16 @@ def aux_subset(
     return aux[0][: fp.aux_eval].float(), aux[1][: fp.aux_eval]
 
 
+def feature_groups(n_archs: int, fp: FingerprintSpec) -> dict[str, slice]:
+    """Where each feature group lies in a fingerprint of ``n_archs`` architectures."""
+    image = IMAGE_FEATURES + fp.hist_bins
+    obj = image + n_archs * FEATURES_PER_ARCHITECTURE
+    out = {"image": slice(0, image), "objective": slice(image, obj)}
+    if fp.dynamics:
+        out["dynamics"] = slice(obj, obj + n_archs * (2 * len(fp.log_points()) + 5))
+    return out
+
+
 def fingerprint(
     release: DistilledSet,
     archs: Sequence[ModelSpec],
@@ -178,8 +209,9 @@ def fingerprint(
     fp: FingerprintSpec,
     aux_key: str | None = None,
 ) -> np.ndarray:
-    """The fingerprint vector of ``release`` (image statistics, then each architecture's
-    dynamics in the order given); memoised by content hash."""
+    """The fingerprint vector of ``release`` (image statistics, each architecture's objective
+    residuals, then, with ``fp.dynamics``, each architecture's training dynamics, in the order
+    given; see :func:`feature_groups`); memoised by content hash."""
     sub = aux_subset(aux, fp)
     akey = aux_key if aux_key is not None else tensor_hash(*sub)
     key = f"{release.content_hash()}|{spec_key(archs)}|{akey}|{fp!r}"
@@ -188,7 +220,18 @@ def fingerprint(
         return hit.copy()
     feats = _image_stats(release, sub, fp)
     for spec in archs:
-        feats += _dynamics(release, spec, sub, fp)
+        feats += objective_residuals(
+            release,
+            spec,
+            sub,
+            inits=fp.objective_inits,
+            steps=fp.objective_steps,
+            lr=fp.lr,
+            seed=fp.seed,
+        )
+    if fp.dynamics:
+        for spec in archs:
+            feats += _dynamics(release, spec, sub, fp)
     out = np.nan_to_num(np.asarray(feats, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
     if len(_CACHE) >= _CACHE_LIMIT:
         _CACHE.clear()
@@ -205,3 +248,48 @@ def fingerprints(
     """Fingerprints of many sets, ``(n, d)``, sharing one auxiliary hash."""
     akey = tensor_hash(*aux_subset(aux, fp))
     return np.stack([fingerprint(r, archs, aux, fp, akey) for r in releases])
+
+
+def source_of(shadow: ShadowSet) -> torch.Tensor | None:
+    """The auxiliary indices a shadow set was distilled from, if its builder recorded them
+    (``info["aux_source"]``)."""
+    src = shadow.info.get("aux_source")
+    return src if isinstance(src, torch.Tensor) else None
+
+
+def bank_fingerprints(
+    bank: ShadowBank,
+    archs: Sequence[ModelSpec],
+    aux: tuple[torch.Tensor, torch.Tensor],
+    fp: FingerprintSpec,
+) -> tuple[np.ndarray, FingerprintSpec]:
+    """Fingerprints of the shadow sets, each against auxiliary records it was not distilled
+    from, and the settings to fingerprint a release with.
+
+    A release was distilled from data the adversary never saw, so its nearest-auxiliary
+    distances and its residuals against the auxiliary data are those of unseen data; a shadow
+    set measured against the very records it started from would look closer to the auxiliary
+    data than any release (on the digits default run the residuals of real-initialised
+    shadow sets were about half those of the targets). So each shadow set is measured
+    against the auxiliary records outside its source (where the builder recorded it), and
+    every set, the release included, against the same number of records: ``aux_eval``
+    capped by the smallest complement. [inferred] ours.
+    """
+    n = len(aux[0])
+    keep = []
+    for s in bank.sets:
+        mask = torch.ones(n, dtype=torch.bool)
+        src = source_of(s)
+        if src is not None:
+            mask[src[(src >= 0) & (src < n)]] = False
+        keep.append(mask)
+    size = min([fp.aux_eval, *(int(m.sum()) for m in keep)])
+    if size < 2:
+        raise ConfigError.invalid(
+            "shadow_bank", "shadow sets leaving at least two auxiliary records unused", size
+        )
+    used = dataclasses.replace(fp, aux_eval=size)
+    feats = [
+        fingerprint(s.release, archs, (aux[0][m], aux[1][m]), used) for s, m in zip(bank.sets, keep)
+    ]
+    return np.stack(feats), used

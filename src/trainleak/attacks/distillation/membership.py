@@ -76,31 +76,56 @@ def logit_confidence(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.
 @register_attack
 @dataclass(frozen=True, kw_only=True)
 class NearestSyntheticMembership(Attack[DistilledSet]):
-    """Membership by closeness to a synthetic image, calibrated with auxiliary data.
+    """Membership by closeness to a synthetic image, calibrated on both sides.
 
-    For candidate ``x`` the score is max_j log(a_j / d(x, s_j)): ``d`` is the Euclidean
-    distance to synthetic image ``s_j`` and ``a_j`` the distance from ``s_j`` to its nearest
-    auxiliary image (known non-members), so a record counts as close only when it is closer to
-    some synthetic image than any auxiliary record is. [inferred] The calibration is ours: it
-    makes the score comparable across synthetic images that sit in dense and in sparse parts
-    of the data; ``calibrate=False`` gives minus the plain nearest distance.
+    ``calibration`` chooses the score of candidate ``x`` (``d(x, s_j)`` the Euclidean distance
+    to synthetic image ``s_j``, same class only with ``same_class``):
+
+    * ``"none"``: minus the nearest distance, -min_j d(x, s_j).
+    * ``"synthetic"``: max_j log(a_j / d(x, s_j)), ``a_j`` the distance from ``s_j`` to its
+      nearest auxiliary image (known non-members): a record counts as close only when it is
+      closer to some synthetic image than any auxiliary record is.
+    * ``"local"`` (default): max_j log(c_j(x) b(x) / d(x, s_j)^2). On the synthetic side
+      ``c_j(x)`` is the distance from ``s_j`` to its nearest record other than ``x`` among the
+      auxiliary images and the other candidates (each synthetic image starts from one source,
+      so only the record that beats every other one for ``s_j`` gets a positive margin); on
+      the candidate side ``b(x)`` is the mean distance from ``x`` to its ``neighbours``
+      nearest records (auxiliary and other candidates, same class). The second factor is
+      difficulty calibration (Watson et al. 2022; the per-example reference of LiRA, Carlini
+      et al. 2022): a typical digit that sits close to many records is close to some
+      synthetic image by chance and stops looking like a member; together the two factors
+      are cross-domain similarity local scaling (Conneau et al. 2018). [inferred] ours.
+      Measured on the digits default run's 12 real-initialised targets (the last session's
+      sets): mean AUROC / TPR@1% of the initialisation images 0.802 / 0.135 uncalibrated,
+      0.838 / 0.294 synthetic, 0.902 / 0.414 local (noise-initialised 0.500, 0.513, 0.553).
+
+    Candidates are scored jointly in ``"local"``: the other candidates serve only as
+    unlabelled competitors and neighbours, never as known members.
 
     Args:
-        same_class: compare only with synthetic (and auxiliary) images of the same label.
-        calibrate: divide by the auxiliary nearest-neighbour distance of each synthetic image.
+        same_class: compare only with synthetic (and reference) images of the same label.
+        calibration: ``"none"``, ``"synthetic"`` or ``"local"`` (above).
+        neighbours: the candidate side's neighbour count in ``"local"``.
         aux_eval: auxiliary images used for the calibration.
+
+    References:
+        Watson, Guo, Cormode and Sablayrolles, "On the Importance of Difficulty Calibration
+        in Membership Inference Attacks", ICLR 2022.
+        Conneau, Lample, Ranzato, Denoyer and Jegou, "Word Translation Without Parallel
+        Data", ICLR 2018 (cross-domain similarity local scaling).
     """
 
     name: ClassVar[str] = "ira-membership-nn"
     summary: ClassVar[str] = (
         "Membership in a distilled set's source data: closeness of a record to a synthetic "
-        "image, relative to the closest auxiliary record (initialisation leakage)"
+        "image, relative to its competitors and its own neighbourhood (initialisation leakage)"
     )
     release_type: ClassVar[type[DistilledSet]] = DistilledSet
     requires: ClassVar[frozenset[str]] = frozenset({"candidates", "auxiliary"})
 
     same_class: bool = param(True, choices=(True, False))
-    calibrate: bool = param(True, choices=(True, False))
+    calibration: str = param("local", choices=("none", "synthetic", "local"))
+    neighbours: int = param(10, ge=1, integer=True)
     aux_eval: int = param(2000, ge=1, integer=True)
 
     def run(
@@ -112,21 +137,47 @@ class NearestSyntheticMembership(Attack[DistilledSet]):
     ) -> Reconstruction:
         x, y = candidates(knowledge, release)
         syn, syn_y = release.images.flatten(1).double(), release.hard_labels
-        dist = self._masked(torch.cdist(x.flatten(1).double(), syn), y, syn_y)
-        if not self.calibrate:
+        xf = x.flatten(1).double()
+        dist = self._masked(torch.cdist(xf, syn), y, syn_y)
+        if self.calibration == "none":
             best = dist.min(1).values
             score = -torch.where(torch.isfinite(best), best, torch.full_like(best, 1e6))
             return Reconstruction(inputs=x, labels=y, scores=score.float())
         ax, ay = auxiliary(knowledge, release)
         ax, ay = ax[: self.aux_eval].flatten(1).double(), ay[: self.aux_eval]
-        to_aux = self._masked(torch.cdist(ax, syn), ay, syn_y).min(0).values
-        finite = torch.isfinite(to_aux)
-        fill = to_aux[finite].max() if bool(finite.any()) else torch.tensor(1.0).double()
-        ref = torch.where(finite, to_aux, fill)
-        ratio = ref.clamp_min(1e-12).log()[None, :] - dist.clamp_min(1e-12).log()
+        to_aux = self._masked(torch.cdist(ax, syn), ay, syn_y)
+        if self.calibration == "synthetic":
+            ratio = _log(_finite(to_aux.min(0).values))[None, :] - _log(dist)
+        else:
+            ratio = self._local(xf, y, ax, ay, dist, to_aux)
         score = ratio.max(1).values
         score = torch.where(torch.isfinite(score), score, torch.full_like(score, -1e6))
         return Reconstruction(inputs=x, labels=y, scores=score.float())
+
+    def _local(
+        self,
+        xf: torch.Tensor,
+        y: torch.Tensor,
+        ax: torch.Tensor,
+        ay: torch.Tensor,
+        dist: torch.Tensor,
+        to_aux: torch.Tensor,
+    ) -> torch.Tensor:
+        """log c_j(x) + log b(x) - 2 log d(x, s_j) for every candidate and synthetic image."""
+        pool = torch.cat([dist, to_aux], 0)
+        two = pool.topk(min(2, len(pool)), dim=0, largest=False).values
+        second = two[-1] if len(two) > 1 else two[0]
+        # the nearest record other than x: the runner-up where x is the nearest
+        competitor = torch.where(dist <= two[0][None, :], second[None, :], two[0][None, :])
+        near = torch.cat(
+            [self._masked(torch.cdist(xf, ax), y, ay), self._masked(torch.cdist(xf, xf), y, y)],
+            1,
+        )
+        near[:, len(ax) :].fill_diagonal_(float("inf"))
+        k = min(self.neighbours, near.shape[1])
+        scale = _finite(near.topk(k, dim=1, largest=False).values)
+        own = _log(scale.mean(1))
+        return _log(_finite(competitor)) + own[:, None] - 2 * _log(dist)
 
     def _masked(self, dist: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         if not self.same_class:
@@ -135,6 +186,18 @@ class NearestSyntheticMembership(Attack[DistilledSet]):
 
     def expected_shape(self, release: DistilledSet, knowledge: Knowledge) -> tuple[int, ...]:
         return release.input_shape
+
+
+def _log(t: torch.Tensor) -> torch.Tensor:
+    return t.clamp_min(1e-12).log()
+
+
+def _finite(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with infinite entries (no reference of that class) set to its largest finite
+    entry (1 when there is none)."""
+    finite = torch.isfinite(t)
+    fill = t[finite].max() if bool(finite.any()) else torch.tensor(1.0, dtype=t.dtype)
+    return torch.where(finite, t, fill)
 
 
 @dataclass(frozen=True, kw_only=True)
