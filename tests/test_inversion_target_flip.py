@@ -104,3 +104,10 @@ def test_the_benchmark_pools_target_seeds() -> None:
     assert out["standard/adaptive"]["per_run"] == [0.6, 0.9]
     factor, lo, hi = out["factor/negls"]
     assert factor == pytest.approx(1.6) and lo < factor < hi
+
+
+def test_models_trained_without_flips_keep_their_cache_keys() -> None:
+    # the key of a model trained before the field existed (the repr the cache hashes)
+    old = "TrainSettings(steps=600, lr=0.001, batch_size=128, weight_decay=0.0)"
+    assert repr(TrainSettings(steps=600)) == old
+    assert repr(TrainSettings(steps=600, flip=True)) == old[:-1] + ", flip=True)"

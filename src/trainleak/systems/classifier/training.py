@@ -8,7 +8,7 @@ decay; the drop-layer model is the ``masked_mlp`` architecture.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
@@ -44,6 +44,13 @@ class TrainSettings:
 
     def __post_init__(self) -> None:
         check_fields(self)
+
+    def __repr__(self) -> str:
+        """The dataclass repr, without ``flip`` when it is off: content-hash cache keys of
+        models trained before the field existed stay valid."""
+        shown = [f for f in fields(self) if f.name != "flip" or self.flip]
+        inner = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in shown)
+        return f"{type(self).__name__}({inner})"
 
 
 @dataclass(frozen=True)
