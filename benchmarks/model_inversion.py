@@ -11,13 +11,15 @@ identities at 32 x 32, dlib identity evaluator on) and summarises the issue's ta
 
 Writes ``benchmarks/results/model_inversion.json`` and ``.md``. Run from the repository root:
 ``TRAINLEAK_DATA=../shared/data OMP_NUM_THREADS=1 .venv/bin/python benchmarks/model_inversion.py``
-(``--only adaptive`` or ``--only atat`` runs one experiment and merges into the JSON;
-``--targets``, ``--atat-weights`` and ``--atat-eps`` reduce the sweeps, as the recorded results
-did on the shared machine). ``--device cuda`` runs every model and tensor there (the releases and
-the cache stay on the CPU; the dlib evaluator always runs on the CPU); ``--smoke`` runs a tiny
-configuration of both experiments on that device and writes nothing, to check the device path
-in seconds. ``benchmarks/model_inversion_gpu.sh`` bundles what a GPU machine without pydantic,
-dlib or the data needs and runs the full sweep there.
+(``--only adaptive`` or ``--only atat`` runs one experiment and merges into the JSON; ``--targets``,
+``--atat-weights`` and ``--atat-eps`` reduce the sweeps, as the recorded results did on the shared
+machine; ``--target-seed N --targets standard negls`` replicates those targets at another seed under
+the same prior and evaluators, key ``adaptive_tseedN``, and every write pools ``adaptive`` with the
+replicates). ``--device cuda`` runs every model and tensor there (the releases and the cache stay on
+the CPU; the dlib evaluator always runs on the CPU); ``--smoke`` runs a tiny configuration of both
+experiments on that device and writes nothing, to check the device path in seconds.
+``benchmarks/model_inversion_gpu.sh`` bundles what a GPU machine without pydantic, dlib or the data
+needs and runs the full sweep there.
 """
 
 from __future__ import annotations

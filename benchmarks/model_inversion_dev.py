@@ -8,8 +8,10 @@ here. Prints Acc@1 under the dev evaluator (10 classes, chance 0.1) for each att
 on each dev target, at equal candidate budget for the prior-only baseline.
 
 Run from the repository root (cached by content hash like the experiments):
-``TRAINLEAK_DATA=../shared/data OMP_NUM_THREADS=1 python benchmarks/model_inversion_dev.py
---targets standard negls --variants standard adaptive`` (``--list`` shows the variants).
+``TRAINLEAK_DATA=../shared/data OMP_NUM_THREADS=1 python benchmarks/model_inversion_dev.py --targets
+standard negls --variants standard adaptive`` (variants: ``standard``, ``adaptive``, ``prior_only``,
+more by ``--extra``; ``--target-flip`` trains the dev targets on mirror images as the ORL
+experiments do, ``--prior-flip``, ``--prior-steps`` and ``--latent-dim`` change the dev prior).
 """
 
 from __future__ import annotations

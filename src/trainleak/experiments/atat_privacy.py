@@ -117,5 +117,6 @@ NOTES = (
     "eps / 5, 5 steps, random start), loss CE(x, y) + weight * CE(x_adv, t). Memorising: the "
     "standard model trained 5x longer without weight decay. Drop layer: a fixed random 3 % of "
     "the pixels feed an MLP. Robust accuracy: PGD at robust_eps, 10 steps. HSIC: Gaussian "
-    "kernels, median bandwidths for X and Z, bandwidth 1 for one-hot Y, on 300 test images."
+    "kernels, median bandwidths for X and Z, bandwidth 1 for one-hot Y, on 300 test images. "
+    "On faces every model trains on random mirror images too (target_flip)."
 )

@@ -135,7 +135,8 @@ def _tables(res: Result, rows: list[Row]) -> None:
 NOTES = (
     "Private classes train the targets and the evaluators; the prior (a VAE) is trained on the "
     "public classes only, which is all the adversary has besides the white-box target. "
-    "Targets: MLPs (256, 256) with each defense; evaluators: ConvNets, one standard and one "
+    "Targets: MLPs (256, 256) with each defense (on faces trained on random mirror images "
+    "too, the same for every defense); evaluators: ConvNets, one standard and one "
     "PGD-trained (eps 0.05 on [0, 1]). Standard attack: PPA-style (Poincare loss, confidence "
     "selection); adaptive: margin loss and selection, twice the steps, restarts, one distilled "
     "student (model augmentation); prior-only: the same candidate budget, no optimisation. "

@@ -109,7 +109,9 @@ def recipe(
         )
         return Recipe(name, spec, defenses[name], plain)
     if name == "memorise":
-        return Recipe(name, mlp, Standard(), TrainSettings(steps=steps * memorise_factor, flip=flip))
+        return Recipe(
+            name, mlp, Standard(), TrainSettings(steps=steps * memorise_factor, flip=flip)
+        )
     if name == "droplayer":
         spec = model_spec("masked_mlp", input_shape=shape, hidden=HIDDEN, out_dim=c, keep=0.03)
         return Recipe(name, spec, Standard(), plain)
