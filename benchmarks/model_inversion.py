@@ -11,13 +11,15 @@ identities at 32 x 32, dlib identity evaluator on) and summarises the issue's ta
 
 Writes ``benchmarks/results/model_inversion.json`` and ``.md``. Run from the repository root:
 ``TRAINLEAK_DATA=../shared/data OMP_NUM_THREADS=1 .venv/bin/python benchmarks/model_inversion.py``
-(``--only adaptive`` or ``--only atat`` runs one experiment and merges into the JSON;
-``--targets``, ``--atat-weights`` and ``--atat-eps`` reduce the sweeps, as the recorded results
-did on the shared machine). ``--device cuda`` runs every model and tensor there (the releases and
-the cache stay on the CPU; the dlib evaluator always runs on the CPU); ``--smoke`` runs a tiny
-configuration of both experiments on that device and writes nothing, to check the device path
-in seconds. ``benchmarks/model_inversion_gpu.sh`` bundles what a GPU machine without pydantic,
-dlib or the data needs and runs the full sweep there.
+(``--only adaptive`` or ``--only atat`` runs one experiment and merges into the JSON; ``--targets``,
+``--atat-weights`` and ``--atat-eps`` reduce the sweeps, as the recorded results did on the shared
+machine; ``--target-seed N --targets standard negls`` replicates those targets at another seed under
+the same prior and evaluators, key ``adaptive_tseedN``, and every write pools ``adaptive`` with the
+replicates). ``--device cuda`` runs every model and tensor there (the releases and the cache stay on
+the CPU; the dlib evaluator always runs on the CPU); ``--smoke`` runs a tiny configuration of both
+experiments on that device and writes nothing, to check the device path in seconds.
+``benchmarks/model_inversion_gpu.sh`` bundles what a GPU machine without pydantic, dlib or the data
+needs and runs the full sweep there.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from trainleak.experiments.model_inversion_claims import (
     AtatPrivacyConfig,
     ModelInversionAdaptiveConfig,
 )
+from trainleak.metrics.intervals import wilson_interval
+from trainleak.metrics.inversion import ratio_interval
 
 OUT = Path(__file__).parent / "results"
 ORL: dict[str, Any] = {"dataset": "orl", "dlib": True}
@@ -78,6 +82,10 @@ def summarise_adaptive(res: Mapping[str, Any], wall: float) -> dict[str, Any]:
             r = _one(att, target="standard", attack=attack, evaluator=ev)
             if r is not None:
                 out[f"undefended_{attack}_{ev}"] = [r["acc1"], r["acc1_lo"], r["acc1_hi"]]
+    out["counts"] = {
+        f"{r['target']}/{r['attack']}": [round(r["acc1"] * r["n"]), r["n"]]
+        for r in _rows(att, evaluator="standard")
+    }
     factors = [r for r in leak if r["evaluator"] == "standard" and r["target"] != "standard"]
     best = max(factors, key=lambda r: r["factor"], default=None)
     out["leakage"] = {r["target"]: [r["factor"], r["lo"], r["hi"]] for r in factors}
@@ -85,6 +93,38 @@ def summarise_adaptive(res: Mapping[str, Any], wall: float) -> dict[str, Any]:
     a1 = out.get("undefended_adaptive_standard", [0.0])[0]
     out["target_acc1_0.8"] = a1 >= 0.8
     out["target_leakage_1.5"] = best is not None and best["factor"] >= 1.5
+    return out
+
+
+def _hits(k: int, n: int) -> list[float]:
+    return [1.0] * k + [0.0] * (n - k)
+
+
+def pooled(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Target replicates pooled: the run ``adaptive`` and every ``adaptive_tseed*`` run (same
+    prior and evaluators, other target seeds). The undefended target's Acc@1 per attack with a
+    Wilson interval, and each defense's leakage factor with its bootstrap interval, over the
+    pooled images (the interval counts images, not seeds: the spread between seeds is listed
+    beside it)."""
+    runs = [k for k in summary if k == "adaptive" or k.startswith("adaptive_tseed")]
+    counts: dict[str, list[tuple[int, int]]] = {}
+    for k in runs:
+        for key, (hit, n) in summary[k].get("counts", {}).items():
+            counts.setdefault(key, []).append((hit, n))
+    out: dict[str, Any] = {"runs": runs}
+    for key, got in counts.items():
+        if len(got) < 2:
+            continue
+        k, n = sum(h for h, _ in got), sum(m for _, m in got)
+        lo, hi = wilson_interval(k, n)
+        out[key] = {"acc1": k / n, "lo": lo, "hi": hi, "per_run": [h / m for h, m in got]}
+    for key in list(out):
+        target, _, attack = key.partition("/")
+        std = f"{target}/standard"
+        if attack == "adaptive" and std in out:
+            num = [v for h, m in counts[key] for v in _hits(h, m)]
+            den = [v for h, m in counts[std] for v in _hits(h, m)]
+            out[f"factor/{target}"] = list(ratio_interval(num, den))
     return out
 
 
@@ -149,10 +189,26 @@ def _atat_md(t: Mapping[str, Any]) -> list[str]:
     return lines + [f"- {c['text']}: {c['holds']}" for c in t["claims"]]
 
 
+def _pooled_md(p: Mapping[str, Any]) -> list[str]:
+    lines = [f"pooled over target seeds ({', '.join(p['runs'])}), standard evaluator:", ""]
+    lines += ["| target/attack | Acc@1 [95% CI] | per run |", "|---|---|---|"]
+    for k, v in p.items():
+        if isinstance(v, dict):
+            runs = ", ".join(f"{a:.3f}" for a in v["per_run"])
+            lines.append(f"| {k} | {v['acc1']:.3f} [{v['lo']:.3f}, {v['hi']:.3f}] | {runs} |")
+    lines += ["", "| defense | pooled leakage factor [95% CI] |", "|---|---|"]
+    for k, v in p.items():
+        if k.startswith("factor/"):
+            lines.append(f"| {k[7:]} | {v[0]:.2f} [{v[1]:.2f}, {v[2]:.2f}] |")
+    return lines + [""]
+
+
 def _markdown(summary: Mapping[str, Any]) -> str:
     lines = ["# Model inversion benchmark (ORL faces, 20 private identities, 32x32)", ""]
     for key in sorted(k for k in summary if k.startswith("adaptive")):
         lines += _adaptive_md(key, summary[key])
+    if summary.get("pooled"):
+        lines += _pooled_md(summary["pooled"])
     for key in sorted(k for k in summary if k.startswith("atat")):
         lines += _atat_md(summary[key])
     return "\n".join(lines) + "\n"
@@ -203,6 +259,13 @@ def main() -> None:
         help="integer overrides of both configs, e.g. adaptive_steps=400",
     )
     parser.add_argument("--tag", default="", help="suffix of the JSON keys of this run")
+    parser.add_argument(
+        "--target-seed",
+        type=int,
+        default=None,
+        help="replicate the targets at this seed (same prior and evaluators); key "
+        "adaptive_tseedN, pooled with the run 'adaptive'",
+    )
     parser.add_argument("--device", default="cpu", help="torch device of the run (cpu, cuda)")
     parser.add_argument("--smoke", action="store_true", help="tiny run, nothing written")
     args = parser.parse_args()
@@ -213,6 +276,9 @@ def main() -> None:
         args.targets = args.targets or ["standard", "atat"]
         args.atat_weights, args.atat_eps = [0.08], [0.005]
     targets = {"targets": args.targets} if args.targets else {}
+    if args.target_seed is not None:
+        targets["target_seed"] = args.target_seed
+        args.only, args.tag = "adaptive", f"_tseed{args.target_seed}"
     ada_cfg: dict[str, Any] = {**ORL, **ORL_ADAPTIVE, **over, **targets}
     atat_cfg: dict[str, Any] = {**ORL, **ORL_ATAT, **over}
     if args.atat_weights:
@@ -228,6 +294,7 @@ def main() -> None:
     # read the file only now: another run (--only the other part) may have written it
     summary: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     summary.update(new)
+    summary["pooled"] = pooled(summary)
     path.write_text(json.dumps(to_jsonable(summary), indent=2))
     (OUT / "model_inversion.md").write_text(_markdown(summary))
     print(_markdown(summary))

@@ -8,8 +8,10 @@ here. Prints Acc@1 under the dev evaluator (10 classes, chance 0.1) for each att
 on each dev target, at equal candidate budget for the prior-only baseline.
 
 Run from the repository root (cached by content hash like the experiments):
-``TRAINLEAK_DATA=../shared/data OMP_NUM_THREADS=1 python benchmarks/model_inversion_dev.py
---targets standard negls --variants standard adaptive`` (``--list`` shows the variants).
+``TRAINLEAK_DATA=../shared/data OMP_NUM_THREADS=1 python benchmarks/model_inversion_dev.py --targets
+standard negls --variants standard adaptive`` (variants: ``standard``, ``adaptive``, ``prior_only``,
+more by ``--extra``; ``--target-flip`` trains the dev targets on mirror images as the ORL
+experiments do, ``--prior-flip``, ``--prior-steps`` and ``--latent-dim`` change the dev prior).
 """
 
 from __future__ import annotations
@@ -77,6 +79,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dlib", action="store_true", help="dlib identity accuracy too")
     parser.add_argument("--folds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--target-flip", action="store_true", help="targets train on mirrors")
+    parser.add_argument("--prior-flip", action="store_true", help="the prior trains on mirrors")
+    parser.add_argument("--prior-steps", type=int, default=2000)
+    parser.add_argument("--latent-dim", type=int, default=16)
     parser.add_argument(
         "--extra",
         default="{}",
@@ -92,7 +98,10 @@ def main() -> None:
 
 def _fold(fold: int, args: argparse.Namespace) -> None:
     task, cache = dev_task(fold), default_cache_dir()
-    prior = task_prior(task, PriorSettings(latent_dim=16, steps=2000), args.seed, cache)
+    settings = PriorSettings(
+        latent_dim=args.latent_dim, steps=args.prior_steps, flip=args.prior_flip
+    )
+    prior = task_prior(task, settings, args.seed, cache)
     ev = train_evaluators(task, 400, args.seed, cache)["standard"].model()
     know = adversary_knowledge(task, prior)
     dlib = DlibEmbedder(BOX) if args.dlib else None
@@ -100,7 +109,13 @@ def _fold(fold: int, args: argparse.Namespace) -> None:
     for t in args.targets:
         name, _, warm = t.partition("@")  # "negls@0.5": Neg-LS with that warm-up
         rec_ = recipe(
-            name, task, 600, atat_eps=0.02, atat_weight=1.0, negls_warmup=float(warm or 0)
+            name,
+            task,
+            600,
+            atat_eps=0.02,
+            atat_weight=1.0,
+            negls_warmup=float(warm or 0),
+            flip=args.target_flip,
         )
         target = train_target(task, rec_, args.seed, cache)
         for v in args.variants:

@@ -70,6 +70,13 @@ def setup(cfg: InversionConfig) -> Setup:
     return Setup(task, prior, evaluators, adversary_knowledge(task, prior), cache, dlib, ref)
 
 
+def target_flip(cfg: InversionConfig) -> bool:
+    """Whether the targets train on mirror images: ``cfg.target_flip``, by default on for
+    faces (a mirrored face is the same person) and off for digits (a mirrored digit is not a
+    digit of its class)."""
+    return cfg.dataset == "orl" if cfg.target_flip is None else cfg.target_flip
+
+
 def target_row(name: str, family: str, target: Target, s: Setup, cfg: InversionConfig) -> TargetRow:
     """Clean and PGD robust accuracy, the median flipping radius and HSIC of one target."""
     model = target.release.model()

@@ -15,7 +15,14 @@ import time
 
 import torch
 
-from trainleak.experiments._inversion_common import Setup, attack_rows, attacks, setup, target_row
+from trainleak.experiments._inversion_common import (
+    Setup,
+    attack_rows,
+    attacks,
+    setup,
+    target_flip,
+    target_row,
+)
 from trainleak.experiments._inversion_figures import bars_figure, class_grid, scatter_figure
 from trainleak.experiments._inversion_risk import risk_of
 from trainleak.experiments.atat_privacy_claims import ATAT_CLAIMS
@@ -33,10 +40,10 @@ from trainleak.scenarios.inversion_targets import Recipe, recipe, train_target
 def roster(cfg: AtatPrivacyConfig, s: Setup) -> list[tuple[str, str, Recipe]]:
     """(name, family, recipe) of every model: standard, AT, AT-AT over weights at the first
     radius and over radii at the first weight, memorising, drop-layer."""
-    steps = cfg.target_steps
+    steps, flip = cfg.target_steps, target_flip(cfg)
     out = [
-        ("standard", "standard", recipe("standard", s.task, steps)),
-        ("at", "at", recipe("at", s.task, steps)),
+        ("standard", "standard", recipe("standard", s.task, steps, flip=flip)),
+        ("at", "at", recipe("at", s.task, steps, flip=flip)),
     ]
     knobs = [(w, cfg.atat_eps[0]) for w in cfg.atat_weights]
     knobs += [(cfg.atat_weights[0], e) for e in cfg.atat_eps[1:]]
@@ -45,12 +52,12 @@ def roster(cfg: AtatPrivacyConfig, s: Setup) -> list[tuple[str, str, Recipe]]:
             (
                 f"atat-w{w:g}-e{e:g}",
                 "atat",
-                recipe("atat", s.task, steps, atat_eps=e, atat_weight=w),
+                recipe("atat", s.task, steps, atat_eps=e, atat_weight=w, flip=flip),
             )
         )
     out += [
-        ("memorise", "memorise", recipe("memorise", s.task, steps)),
-        ("droplayer", "droplayer", recipe("droplayer", s.task, steps)),
+        ("memorise", "memorise", recipe("memorise", s.task, steps, flip=flip)),
+        ("droplayer", "droplayer", recipe("droplayer", s.task, steps, flip=flip)),
     ]
     return out
 
@@ -110,5 +117,6 @@ NOTES = (
     "eps / 5, 5 steps, random start), loss CE(x, y) + weight * CE(x_adv, t). Memorising: the "
     "standard model trained 5x longer without weight decay. Drop layer: a fixed random 3 % of "
     "the pixels feed an MLP. Robust accuracy: PGD at robust_eps, 10 steps. HSIC: Gaussian "
-    "kernels, median bandwidths for X and Z, bandwidth 1 for one-hot Y, on 300 test images."
+    "kernels, median bandwidths for X and Z, bandwidth 1 for one-hot Y, on 300 test images. "
+    "On faces every model trains on random mirror images too (target_flip)."
 )

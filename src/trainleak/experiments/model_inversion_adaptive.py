@@ -20,6 +20,7 @@ from trainleak.experiments._inversion_common import (
     attack_rows,
     attacks,
     setup,
+    target_flip,
     target_row,
 )
 from trainleak.experiments._inversion_figures import (
@@ -64,12 +65,14 @@ def _one_target(
         atat_eps=cfg.atat_eps,
         atat_weight=cfg.atat_weight,
         negls_warmup=cfg.negls_warmup,
+        flip=target_flip(cfg),
     )
-    target = train_target(s.task, rec_, cfg.seed, s.cache)
+    seed = cfg.seed if cfg.target_seed is None else cfg.target_seed
+    target = train_target(s.task, rec_, seed, s.cache)
     rows: list[Row] = [target_row(name, name, target, s, cfg)]
     hits: dict[tuple[str, str], tuple[float, ...]] = {}
     for k, atk in attacks(cfg, flip=cfg.dataset == "orl").items():
-        rec = atk(target.release, s.knowledge, seed=cfg.seed + 1)  # type: ignore[operator]
+        rec = atk(target.release, s.knowledge, seed=seed + 1)  # type: ignore[operator]
         got = attack_rows(name, name, rec, k, s, cfg.seed)
         rows += got
         for ev, release in s.evaluators.items():
@@ -132,7 +135,8 @@ def _tables(res: Result, rows: list[Row]) -> None:
 NOTES = (
     "Private classes train the targets and the evaluators; the prior (a VAE) is trained on the "
     "public classes only, which is all the adversary has besides the white-box target. "
-    "Targets: MLPs (256, 256) with each defense; evaluators: ConvNets, one standard and one "
+    "Targets: MLPs (256, 256) with each defense (on faces trained on random mirror images "
+    "too, the same for every defense); evaluators: ConvNets, one standard and one "
     "PGD-trained (eps 0.05 on [0, 1]). Standard attack: PPA-style (Poincare loss, confidence "
     "selection); adaptive: margin loss and selection, twice the steps, restarts, one distilled "
     "student (model augmentation); prior-only: the same candidate budget, no optimisation. "

@@ -27,7 +27,11 @@ Dataset = Literal["mnist", "orl"]
 
 
 class InversionConfig(ExperimentConfig):
-    """Shared config of the two model-inversion experiments (defaults: MNIST, 2 CPU cores)."""
+    """Shared config of the two model-inversion experiments (defaults: MNIST, 2 CPU cores).
+
+    ``target_flip``: train every target on random mirror images too (the standard augmentation
+    of face classifiers); ``None`` (the default): on for faces, off for digits.
+    """
 
     dataset: Dataset = "mnist"
     n_private: int = Field(3000, ge=50)
@@ -41,6 +45,7 @@ class InversionConfig(ExperimentConfig):
     prior_channels: int = Field(0, ge=0)
     prior_beta: float = Field(1.0, gt=0)
     prior_flip: bool = False
+    target_flip: bool | None = None
     candidates: int = Field(200, ge=1)
     keep: int = Field(16, ge=1)
     final: int = Field(8, ge=1)
@@ -70,12 +75,15 @@ ADAPTIVE_TARGETS: tuple[TargetName, ...] = (
 
 
 class ModelInversionAdaptiveConfig(InversionConfig):
-    """Config of ``model-inversion-adaptive``."""
+    """Config of ``model-inversion-adaptive``. ``target_seed``: seed of the targets and (plus
+    one) of the attacks, ``None``: ``seed``; the prior and the evaluators keep ``seed``, so
+    runs that differ only in it replicate the targets under the same instruments."""
 
     targets: list[TargetName] = Field(default_factory=lambda: list(ADAPTIVE_TARGETS))
     atat_weight: float = Field(0.08, gt=0)
     atat_eps: float = Field(0.005, gt=0)
     negls_warmup: float = Field(0.5, ge=0, lt=1)
+    target_seed: int | None = Field(None, ge=0)
     min_rho: float = Field(0.5, ge=-1, le=1)
 
 

@@ -83,12 +83,14 @@ def recipe(
     atat_weight: float = 0.08,
     memorise_factor: int = 5,
     negls_warmup: float = 0.5,
+    flip: bool = False,
 ) -> Recipe:
     """The recipe of target ``name`` (one of :data:`TARGETS`); ``negls_warmup`` is Neg-LS's
-    schedule (:class:`~trainleak.systems.classifier.NegativeLabelSmoothing`)."""
+    schedule (:class:`~trainleak.systems.classifier.NegativeLabelSmoothing`); ``flip`` trains
+    every target on random mirror images too (faces)."""
     shape, c = task.input_shape, task.num_classes
     mlp = model_spec("mlp", input_shape=shape, hidden=HIDDEN, out_dim=c)
-    plain = TrainSettings(steps=steps)
+    plain = TrainSettings(steps=steps, flip=flip)
     defenses: dict[str, Defense] = {
         "standard": Standard(),
         "mixup": MixUp(),
@@ -107,7 +109,9 @@ def recipe(
         )
         return Recipe(name, spec, defenses[name], plain)
     if name == "memorise":
-        return Recipe(name, mlp, Standard(), TrainSettings(steps=steps * memorise_factor))
+        return Recipe(
+            name, mlp, Standard(), TrainSettings(steps=steps * memorise_factor, flip=flip)
+        )
     if name == "droplayer":
         spec = model_spec("masked_mlp", input_shape=shape, hidden=HIDDEN, out_dim=c, keep=0.03)
         return Recipe(name, spec, Standard(), plain)

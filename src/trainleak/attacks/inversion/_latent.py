@@ -67,9 +67,11 @@ def selection_score(logits: torch.Tensor, target: torch.Tensor, kind: Select) ->
     return torch.softmax(logits, 1).gather(1, target[:, None]).squeeze(1)
 
 
-def augmenter(flip: bool) -> DiffAugment:
-    """PPA's random resized crop (scale 0.9-1), as a small differentiable affine transform."""
-    return DiffAugment(scale=0.1, rotate_deg=0.0, translate=0.05, flip=flip)
+def augmenter(flip: bool, crop: float = 0.1, rotate: float = 0.0) -> DiffAugment:
+    """A random resized crop as a small differentiable affine transform: scale drawn from
+    ``[1 - crop, 1 + crop]``, shift up to half of ``crop`` of the side, rotation up to
+    ``rotate`` degrees (PPA's crops keep 50-90 % of the area: ``crop`` about 0.3)."""
+    return DiffAugment(scale=crop, rotate_deg=rotate, translate=crop / 2, flip=flip)
 
 
 def noisy(x: torch.Tensor, std: float, gen: torch.Generator) -> torch.Tensor:

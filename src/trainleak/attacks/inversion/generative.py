@@ -85,6 +85,9 @@ class GenerativeInversion(Attack[ClassifierRelease]):
         model_augment: distilled student models added to the target in the loss (0: none).
         augment: random transforms during optimisation.
         flip: horizontal flips among the transforms (faces, not digits).
+        crop: strength of the random resized crop among the transforms (scale drawn from
+            ``[1 - crop, 1 + crop]``, shift up to ``crop / 2`` of the side).
+        rotate: random rotation among the transforms, up to this many degrees.
         final: reconstructions returned per class.
         selection_transforms: random transforms averaged by the selections.
         latent_clip: latents are clamped to ``[-latent_clip, latent_clip]`` (the prior's mass).
@@ -129,6 +132,8 @@ class GenerativeInversion(Attack[ClassifierRelease]):
     model_augment: int = param(0, ge=0, integer=True)
     augment: bool = True
     flip: bool = False
+    crop: float = param(0.1, ge=0, lt=1)
+    rotate: float = param(0.0, ge=0, le=180)
     final: int = param(4, ge=1, integer=True)
     selection_transforms: int = param(10, ge=0, integer=True)
     latent_clip: float = param(3.0, gt=0)
@@ -172,7 +177,7 @@ class GenerativeInversion(Attack[ClassifierRelease]):
                 arch=self.students,
                 temperature=self.student_temperature,
             )
-        aug = augmenter(self.flip)
+        aug = augmenter(self.flip, self.crop, self.rotate)
         c = release.num_classes
         pooled, trace = [], []
         for r in range(self.restarts):
@@ -201,7 +206,7 @@ class GenerativeInversion(Attack[ClassifierRelease]):
         target = torch.arange(c).repeat_interleave(len(z) // c)
         z.requires_grad_(True)
         opt = torch.optim.Adam([z], lr=self.lr)
-        aug = augmenter(self.flip)
+        aug = augmenter(self.flip, self.crop, self.rotate)
         losses: list[tuple[int, float]] = []
         for step in range(self.steps):
             img = dec(z)
@@ -241,7 +246,7 @@ class GenerativeInversion(Attack[ClassifierRelease]):
                     imgs,
                     self.select,
                     self.selection_transforms,
-                    augmenter(self.flip),
+                    augmenter(self.flip, self.crop, self.rotate),
                     gen,
                     self.noise,
                 )[:, k]
@@ -296,6 +301,7 @@ class PriorOnly(Attack[ClassifierRelease]):
         final: images returned per class.
         selection_transforms: random transforms averaged by the selection.
         flip: horizontal flips among the transforms.
+        crop, rotate: strength of the transforms (as :class:`GenerativeInversion`).
     """
 
     name: ClassVar[str] = "mi-prior-only"
@@ -308,6 +314,8 @@ class PriorOnly(Attack[ClassifierRelease]):
     final: int = param(4, ge=1, integer=True)
     selection_transforms: int = param(10, ge=0, integer=True)
     flip: bool = False
+    crop: float = param(0.1, ge=0, lt=1)
+    rotate: float = param(0.0, ge=0, le=180)
 
     def run(
         self,
@@ -321,7 +329,12 @@ class PriorOnly(Attack[ClassifierRelease]):
         with torch.no_grad():
             imgs = dec(prior.sample_latents(self.candidates, generator))
         s = mean_scores(
-            [model], imgs, self.select, self.selection_transforms, augmenter(self.flip), generator
+            [model],
+            imgs,
+            self.select,
+            self.selection_transforms,
+            augmenter(self.flip, self.crop, self.rotate),
+            generator,
         )
         idx = _top_per_class(s, self.final)
         c = release.num_classes

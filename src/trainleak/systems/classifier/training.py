@@ -8,7 +8,7 @@ decay; the drop-layer model is the ``masked_mlp`` architecture.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
@@ -31,15 +31,26 @@ class TrainSettings:
         lr: learning rate.
         batch_size: minibatch size.
         weight_decay: L2 weight decay (0 for the memorising model).
+        flip: train on random horizontal mirror images too (each image of a batch mirrored
+            with probability 1/2; the standard augmentation of face classifiers, off for
+            digits, whose mirror images are not digits of the same class).
     """
 
     steps: int = param(600, ge=1, integer=True)
     lr: float = param(1e-3, gt=0)
     batch_size: int = param(128, ge=1, integer=True)
     weight_decay: float = param(0.0, ge=0)
+    flip: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self)
+
+    def __repr__(self) -> str:
+        """The dataclass repr, without ``flip`` when it is off: content-hash cache keys of
+        models trained before the field existed stay valid."""
+        shown = [f for f in fields(self) if f.name != "flip" or self.flip]
+        inner = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in shown)
+        return f"{type(self).__name__}({inner})"
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,12 @@ class TrainedClassifier:
 
     release: ClassifierRelease
     train_accuracy: float
+
+
+def _mirror(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Each image of ``x`` mirrored horizontally with probability 1/2 (draws from ``gen``)."""
+    flip = torch.rand(len(x), generator=gen, device=gen.device) < 0.5
+    return torch.where(flip.to(x.device)[:, None, None, None], x.flip(-1), x)
 
 
 def _loop(
@@ -70,8 +87,9 @@ def _loop(
     for step in range(settings.steps):
         idx = torch.randperm(n, generator=gen, device=gen.device)[: settings.batch_size]
         idx = idx.to(x.device)
+        xb = _mirror(x[idx], gen) if settings.flip else x[idx]
         model.train()
-        loss = defense.at_step(step, settings.steps).loss(model, x[idx], y[idx], box, gen)
+        loss = defense.at_step(step, settings.steps).loss(model, xb, y[idx], box, gen)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -97,7 +115,10 @@ def _transfer(
     pre_spec = model_spec("mlp", **{**spec.kwargs, "out_dim": int(py.max()) + 1})
     pre = build_model(pre_spec, seed=seed + 1)
     pre_settings = TrainSettings(
-        steps=defense.pretrain_steps, lr=settings.lr, batch_size=settings.batch_size
+        steps=defense.pretrain_steps,
+        lr=settings.lr,
+        batch_size=settings.batch_size,
+        flip=settings.flip,
     )
     _loop(pre, px, py, Standard(), pre_settings, box, gen)
     state = {
