@@ -286,12 +286,12 @@ def test_mtt_released_rate_is_bounded_and_trains_a_fresh_network_stably() -> Non
 def test_mtt_projects_into_the_range_once_so_background_pixels_do_not_drift_up() -> None:
     # clamping after every step turns the noise of the matching gradient into a one-sided
     # drift of pixels at a bound (the 0 background of digits): measured mean of the pixels
-    # that start at 0, small ConvNet, 30 iterations: 0.050 clamped every step, 0.028 now
+    # that start at 0, small ConvNet, 20 iterations: 0.039 clamped every step, 0.023 now
     conv = model_spec("convnet", input_shape=(1, 8, 8), out_dim=10, width=4, norm=True)
-    cfg = MTTConfig(ipc=10, iterations=30, n_experts=2, expert_epochs=6, max_start_epoch=4)
+    cfg = MTTConfig(ipc=10, iterations=20, n_experts=1, expert_epochs=4, max_start_epoch=2)
     run = distill(*PRIVATE, 10, conv, cfg, seed=0)
     assert run.init_indices is not None
     background = PRIVATE[0][run.init_indices] == 0
     images = run.release.images
     assert float(images.min()) >= 0.0 and float(images.max()) <= 1.0
-    assert float(images[background].mean()) <= 0.038, float(images[background].mean())
+    assert float(images[background].mean()) <= 0.031, float(images[background].mean())
