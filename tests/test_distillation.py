@@ -47,6 +47,7 @@ from trainleak.systems.distillation import (
     random_subset_accuracy,
     set_accuracy,
 )
+from trainleak.systems.distillation.mtt import lr_cap
 
 DS = load_digits()
 PRIVATE = (DS.x[:500], DS.y[:500])
@@ -281,6 +282,7 @@ def test_mtt_released_rate_is_bounded_and_trains_a_fresh_network_stably() -> Non
         assert math.isfinite(res.final_loss) and res.final_loss < res.losses[0] / 4, res
     with pytest.raises(ConfigError, match="lr_max"):
         MTTConfig(lr_init=0.05, lr_max=0.01)
+    assert lr_cap(MTTConfig(lr_init=0.2)) == pytest.approx(0.4)  # default: twice the start
 
 
 def test_mtt_projects_into_the_range_once_so_background_pixels_do_not_drift_up() -> None:

@@ -46,8 +46,8 @@ class MTTConfig(DistillConfig):
         max_start_epoch: latest start epoch t (t + M must not exceed ``expert_epochs``).
         lr_init: initial learnable learning rate.
         lr_lr: learning rate of log(lr) (SGD).
-        lr_max: the largest learning rate the run may learn (and release); at least
-            ``lr_init``.
+        lr_max: the largest learning rate the run may learn (and release), at least
+            ``lr_init``; ``None`` is twice ``lr_init``.
         batch_syn: synthetic images per step; ``None`` uses the whole set.
 
     [inferred] Defaults (issue 16): match the early part of the experts' training (start
@@ -79,13 +79,13 @@ class MTTConfig(DistillConfig):
     max_start_epoch: int = param(3, ge=0, integer=True)
     lr_init: float = param(0.05, gt=0)
     lr_lr: float = param(0.01, gt=0)
-    lr_max: float = param(0.1, gt=0)
+    lr_max: float | None = param(None, gt=0)
     batch_syn: int | None = param(None, ge=1, integer=True)
     log_every: int = param(20, ge=1, integer=True)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.lr_max < self.lr_init:
+        if self.lr_max is not None and self.lr_max < self.lr_init:
             raise ConfigError.invalid("lr_max", f"at least lr_init = {self.lr_init}", self.lr_max)
         if self.max_start_epoch + self.expert_steps > self.expert_epochs:
             raise ConfigError.invalid(
@@ -93,6 +93,11 @@ class MTTConfig(DistillConfig):
                 f"at most expert_epochs - expert_steps = {self.expert_epochs - self.expert_steps}",
                 self.max_start_epoch,
             )
+
+
+def lr_cap(cfg: MTTConfig) -> float:
+    """The largest rate ``cfg`` may learn: ``lr_max``, else twice ``lr_init``."""
+    return 2 * cfg.lr_init if cfg.lr_max is None else cfg.lr_max
 
 
 def _flat(net: nn.Module) -> torch.Tensor:
@@ -145,7 +150,7 @@ def match_mtt(
     """Optimise ``syn`` and a learning rate by trajectory matching.
 
     The images move freely during the matching and are projected into ``value_range`` at
-    the end; ``log(lr)`` is clamped to ``log(lr_max)`` after every step.
+    the end; ``log(lr)`` is clamped to ``log(lr_cap(cfg))`` after every step.
 
     Returns:
         The final images, the learned learning rate and the loss trace.
@@ -179,7 +184,7 @@ def match_mtt(
         opt_img.step()
         opt_lr.step()
         with torch.no_grad():
-            log_lr.clamp_(max=math.log(cfg.lr_max))
+            log_lr.clamp_(max=math.log(lr_cap(cfg)))
         if it % cfg.log_every == 0 or it == cfg.iterations - 1:
             trace.append({"iteration": float(it), "loss": float(loss.detach())})
         report_every(progress, "mtt", it + 1, cfg.iterations)
