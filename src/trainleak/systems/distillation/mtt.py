@@ -61,7 +61,8 @@ class MTTConfig(DistillConfig):
     [inferred] Issue 16, fourth pass: the images are projected into the value range once, at
     the end, not after every step. Clamping after each step turns the noise of the matching
     gradient into a one-sided drift of the pixels at a bound (the zero background of digits
-    can only rise), part of what degraded the LeNet and ResNet sets. The learned rate is
+    can only rise), part of what degraded the LeNet and ResNet sets on digits (on a MNIST
+    spot check the LeNet set got worse: docs/decisions.md). The learned rate is
     capped at ``lr_max`` (twice ``lr_init``): the original learns it from a sensible start
     with its own optimiser; a cap keeps a runaway rate out of the release.
     """
