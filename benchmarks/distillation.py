@@ -267,6 +267,8 @@ def _markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
         per = ", ".join(f"{a} {v['auroc']:.3f} / {v['tpr_1']:.3f}" for a, v in by_algo.items())
         notes.append(f"- {name}: membership AUROC / TPR@1% per algorithm: {per or 'n/a'}")
         notes.append(f"- {name}: {s['seconds']:.0f} s wall, {s['cpu_seconds']:.0f} s CPU")
+        if s.get("note"):
+            notes.append(f"- {name}: {s['note']}")
     for name, s in summaries.items():
         if "protocol" in s:
             head = f"{name} on {s['device']}, {s['seconds']:.0f} s: {_failing(s['utility'])}"
@@ -312,6 +314,9 @@ def main() -> None:
     parser.add_argument(
         "--no-augment", dest="augment", action="store_false", help="protocol check: no DSA"
     )
+    parser.add_argument(
+        "--note", default="", help="text kept with the entries this run writes (code, load)"
+    )
     args = parser.parse_args()
     if args.data_dir:
         os.environ["TRAINLEAK_DATA"] = args.data_dir
@@ -321,7 +326,8 @@ def main() -> None:
     if args.protocol_only:
         for name in names:
             key = f"protocol:{name}@{args.device}"
-            _write({key: protocol_check(name, args, key)})
+            entry = protocol_check(name, args, key)
+            _write({key: {**entry, "note": args.note} if args.note else entry})
         print(_markdown(json.loads((OUT / "distillation.json").read_text())))
         return
     summaries: dict[str, Any] = {}
@@ -329,12 +335,14 @@ def main() -> None:
         for name in names:
             if name == "digits" and args.digits_result is not None:
                 summaries[name] = summarise(json.loads(args.digits_result.read_text()), None)
+                summaries[name]["note"] = args.note
                 continue
             overrides = _scaled(CONFIGS[name], args.scale) | {"device": args.device}
             start = time.perf_counter()
             result = _run(overrides, Path(tmp) / name)
             summaries[name] = summarise(result, time.perf_counter() - start)
             summaries[name]["device"] = args.device
+            summaries[name]["note"] = args.note
             _write(summaries)
     print(_markdown(_write(summaries)))
 
