@@ -143,3 +143,35 @@ def test_deflation_removes_only_the_accepted_sequence() -> None:
     d = state.distances(seqs)
     assert float(d[2][1].min()) > 0.99
     assert max(float(d[b].max()) for b in (0, 1, 3)) < 1e-8
+
+
+def test_token_count_bounds_the_open_lengths() -> None:
+    """The layer-2 rank counts the batch's tokens, so once three of the four sequences are
+    accepted the last one's length is the remainder (former search: every candidate length)."""
+    batch, spans, inner, lengths = _unequal()
+    seqs = batch.sequences()
+    assert spans.tokens == sum(len(s) for s in seqs)
+    state = Assignment(spans, inner, lengths, 1e-12, 1e-3, total=spans.tokens, slots=4)
+    assert len(state.open_lengths()) >= 6
+    for b in (0, 1, 3):
+        state.take(seqs[b], 0.0)
+    assert state.open_lengths() == [len(seqs[2])]
+    assert not state.explained()
+    state.take(seqs[2], 0.0)
+    assert state.explained()
+
+
+def test_dager_fills_the_slots_it_cannot_certify_with_near_misses() -> None:
+    """With one sweep per descent and one descent per slot DAGER certifies one of the five
+    sequences (seed 0); the other slots get its best near misses (the former search returned
+    them empty: token accuracy 0.2 over the batch, here 0.62)."""
+    batch, rel = _release()
+    out = Dager(max_combinations=1, restarts=B, sweeps=1)(rel, seed=0)
+    lengths = out.diagnostics["lengths"]
+    assert len(lengths) == B
+    assert min(lengths) >= 3
+    assert out.scores is not None
+    assert bool((out.scores > -1.0).all())
+    cells = run_attacks(batch, rel, {"dager": Dager(max_combinations=1, restarts=B, sweeps=1)})
+    assert cells[0].scores.exact_rate < 1.0  # the search really was cut short
+    assert cells[0].scores.token_accuracy > 0.5

@@ -28,6 +28,12 @@ component orthogonal to ``span(A)``, normalised, to the part of the layer-2 span
 still); an accepted sequence, its prefixes and near copies leave only an error component
 (distance ~1), so they stop attracting the descent.
 
+Token count. Without noise the layer-2 gradient's rank is the number of tokens in the batch
+(every position feeds its own input; ``Spans.tokens``). Once sequences are accepted the
+remaining ones share what is left: a descent tries no length longer than the remaining
+tokens less two ([CLS] [SEP]) per other open slot, the last slot only the exact remainder,
+and the search stops when every token is explained.
+
 Restarts begin from coverage starts: at each position a candidate that no accepted sequence
 uses there (the assignment of the tokens at each position to the ``B`` sequences, Petrov et
 al., *DAGER*, NeurIPS 2024, for the span signal; the search is ours).
@@ -63,6 +69,25 @@ class Assignment:
     evaluated: int = 0
     deflation: tuple[torch.Tensor, torch.Tensor] | None = None
     grow: bool = True
+    total: int | None = None
+    slots: int | None = None
+
+    def open_lengths(self) -> list[int]:
+        """The lengths a further sequence can have, given the token count ``total`` (when
+        known) and ``slots`` sequences still to find (all lengths when none fits: the count
+        is then not the batch's)."""
+        if self.total is None or self.slots is None:
+            return self.lengths
+        left = self.total - sum(len(s) for s, _ in self.accepted)
+        others = self.slots - len(self.accepted) - 1
+        fit = [ell for ell in self.lengths if ell <= left - 2 * others]
+        if others == 0:
+            fit = [ell for ell in fit if ell == left]
+        return fit or self.lengths
+
+    def explained(self) -> bool:
+        """Whether the accepted sequences hold every token of the batch."""
+        return self.total is not None and sum(len(s) for s, _ in self.accepted) >= self.total
 
     def distances(self, seqs: list[list[int]]) -> list[torch.Tensor]:
         """Per closed sequence its ``(2, length)`` layer-1 and deflated layer-2 distances."""
@@ -104,10 +129,10 @@ class Assignment:
 
 
 def _best_length(state: Assignment, body: list[int]) -> tuple[int, float, float]:
-    seqs = [state.close(body, ell) for ell in state.lengths]
-    scores = state.score(seqs)
-    i = min(range(len(seqs)), key=lambda k: scores[k][0])
-    return state.lengths[i], scores[i][0], scores[i][1]
+    lengths = state.open_lengths()
+    scores = state.score([state.close(body, ell) for ell in lengths])
+    i = min(range(len(lengths)), key=lambda k: scores[k][0])
+    return lengths[i], scores[i][0], scores[i][1]
 
 
 def _worst_first(state: Assignment, body: list[int], length: int) -> list[int]:
@@ -157,7 +182,7 @@ def grow(state: Assignment, body: list[int], sweeps: int) -> tuple[list[int], fl
     previous one ended with, until one passes (see the module docstring); otherwise the
     attempt with the smallest worst distance."""
     out: tuple[list[int], float, float] | None = None
-    for length in sorted(state.lengths):
+    for length in sorted(state.open_lengths()):
         seq, j, worst = descend(state, body, sweeps, length)
         body = seq[:-1] + body[length - 1 :]
         if out is None or worst < out[2]:
@@ -188,10 +213,12 @@ def search(
 ) -> list[tuple[list[int], float]]:
     """Accept up to ``batch`` distinct sequences whose worst span distance is below
     ``state.accept``: the given starts first, then coverage starts, ``restarts`` attempts in
-    all; the batch is completed with the best rejected attempts (lowest ``J``)."""
+    all, stopping early once the accepted sequences hold every token (``state.total``); the
+    batch is completed with the best rejected attempts (lowest ``J``)."""
     queue = list(starts)
+    state.slots = batch
     for _ in range(restarts):
-        if len(state.accepted) >= batch:
+        if len(state.accepted) >= batch or state.explained():
             break
         start = queue.pop(0) if queue else coverage_start(state, generator)
         seq, j, worst = (grow if state.grow else descend)(state, start, sweeps)
