@@ -291,8 +291,8 @@ def search(
     for _ in range(restarts):
         if len(state.accepted) >= batch or state.explained():
             break
-        start = queue.pop(0) if queue else coverage_start(state, generator)
         anchor = state.next_anchor() if state.grow and not queue else None
+        start = queue.pop(0) if queue else coverage_start(state, generator)
         if anchor is None:
             seq, j, worst = (grow if state.grow else descend)(state, start, sweeps)
         else:
