@@ -215,3 +215,19 @@ def test_a_growth_that_retraces_a_failed_one_stops() -> None:
     second = grow(state, start, 4)
     assert state.evaluated - cost < cost / 2
     assert len(second[0]) <= len(first[0]) or second == first
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_anchored_growths_reach_different_sequences(seed: int) -> None:
+    """Six restarts where nothing can pass: growths anchored on the placed tokens in turn
+    end at 4-6 distinct sequences; the former unanchored growths retraced one path (1, 2 and
+    1 distinct on seeds 0, 1, 2), as on MiniLM."""
+    batch, spans, inner, lengths = _unequal()
+    state = Assignment(spans, inner, lengths, 1e-12, 1e-30)  # nothing passes
+    anchor = state.next_anchor()
+    assert anchor is not None
+    t, v = anchor
+    assert [p for p, row in enumerate(inner) if v in row] == [t]
+    search(state, 4, [], 6, 4, torch.Generator().manual_seed(seed))
+    assert len({tuple(s) for s, _, _ in state.rejected}) >= 4
+    assert len(state.tried) == 6
