@@ -14,6 +14,7 @@ import torch
 from language_fixtures import WORDS, tiny_bert
 from trainleak.attacks.transformer._assign import (
     Assignment,
+    coverage_start,
     descend,
     grow,
     lengths_from,
@@ -231,3 +232,22 @@ def test_anchored_growths_reach_different_sequences(seed: int) -> None:
     search(state, 4, [], 6, 4, torch.Generator().manual_seed(seed))
     assert len({tuple(s) for s, _, _ in state.rejected}) >= 4
     assert len(state.tried) == 6
+
+
+def test_the_last_slot_still_grows_through_the_shorter_lengths() -> None:
+    """Three sequences accepted: the token count leaves the last slot one length (13), but its
+    growth still steps through the shorter ones; it recovers the 13-token sequence from 5 of
+    5 coverage starts (a growth at the one length only: 1 of 5, as on MiniLM seed 2, where
+    the last 32-token sequence failed 9 times)."""
+    batch, spans, inner, lengths = _unequal()
+    seqs = batch.sequences()
+    found = 0
+    for seed in range(5):
+        state = Assignment(spans, inner, lengths, 1e-12, 1e-3, total=spans.tokens, repair=0)
+        state.slots = 4
+        for b in range(3):
+            state.take(seqs[b], 0.0)
+        assert state.open_lengths() == [len(seqs[3])]
+        start = coverage_start(state, torch.Generator().manual_seed(seed))
+        found += grow(state, start, 4)[0] == seqs[3]
+    assert found == 5
