@@ -211,10 +211,11 @@ def grow(state: Assignment, body: list[int], sweeps: int) -> tuple[list[int], fl
     right, -9.1 or above at every other length, docs/decisions.md)."""
     out: list[tuple[list[int], float, float]] = []
     hits = 0
-    # the shorter lengths stay stepping stones: a growth straight at the one length the token
-    # count leaves the last slot is a descent from scratch (seed 2: 0 of 9 at n = 32)
+    # every shorter length is a stepping stone, [SEP] a candidate there or not: a growth
+    # straight at one length is a descent from scratch (the last slot under the token count,
+    # seed 2 n 32: 0 of 9; a batch truncated to n, where [SEP] stands only at n - 1)
     top = max(state.open_lengths())
-    for length in sorted(ell for ell in state.lengths if ell <= top):
+    for length in range(min(state.lengths + [3]), top + 1):
         seq, j, worst = descend(state, body, sweeps, length)
         body = seq[:-1] + body[length - 1 :]
         out.append((seq, j, worst))
