@@ -211,11 +211,12 @@ def grow(state: Assignment, body: list[int], sweeps: int) -> tuple[list[int], fl
     right, -9.1 or above at every other length, docs/decisions.md)."""
     out: list[tuple[list[int], float, float]] = []
     hits = 0
-    # every shorter length is a stepping stone, [SEP] a candidate there or not: a growth
-    # straight at one length is a descent from scratch (the last slot under the token count,
-    # seed 2 n 32: 0 of 9; a batch truncated to n, where [SEP] stands only at n - 1)
+    # the shorter candidate lengths are stepping stones (the last slot under the token count
+    # is grown through them, seed 2 n 32: 0 of 9 straight at its length); where there are
+    # none (a batch truncated to n: [SEP] only at n - 1) every shorter length is one
     top = max(state.open_lengths())
-    for length in range(min(state.lengths + [3]), top + 1):
+    path = [ell for ell in sorted(state.lengths) if ell <= top]
+    for length in path if len(path) >= 2 else range(min(3, top), top + 1):
         seq, j, worst = descend(state, body, sweeps, length)
         body = seq[:-1] + body[length - 1 :]
         out.append((seq, j, worst))
