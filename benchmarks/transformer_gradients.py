@@ -135,10 +135,12 @@ def _exhaustive_seconds(lm: Any, texts: list[str], n: int) -> dict[str, float]:
     }
 
 
-def minilm(lengths: list[int], noise: float, steps: int, noiseless: bool = True) -> dict[str, Any]:
+def minilm(
+    lengths: list[int], noise: float, steps: int, noiseless: bool = True, text_seed: int = 0
+) -> dict[str, Any]:
     lm = load_minilm(num_labels=2)
     lm.module.double()
-    texts = wikitext_sentences(8, seed=0, min_words=8, max_words=40)
+    texts = wikitext_sentences(8, seed=text_seed, min_words=8, max_words=40)
     rows: list[dict] = []
     for n in lengths if noiseless else []:
         rows += _cell(lm, texts, n, 0.0, steps)
@@ -180,6 +182,8 @@ def smollm2(
 def _markdown(res: dict[str, Any]) -> str:
     machine = res.get("machine", "")
     lines = ["# Transformer gradient inversion (issue 14)", "", f"Machine: {machine}", ""]
+    if "text_seed" in res.get("minilm", {}):
+        lines += [f"MiniLM batch: WikiText-2 seed {res['minilm']['text_seed']}", ""]
     head = "| model | B | n | noise | attack | exact | token acc | ROUGE-1 | ROUGE-2 | s |"
     lines += [head, "|" + "---|" * 10]
     parts = [res.get(p, {}).get("rows", []) for p in ("minilm", "smollm2")]
@@ -237,6 +241,9 @@ def main() -> None:
     ap.add_argument("--smollm2-noises", type=float, nargs="*", default=[1e-4, 1e-3, 1e-2])
     ap.add_argument("--smollm2-batches", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument(
+        "--text-seed", type=int, default=0, help="MiniLM: the WikiText-2 batch (0: benchmark)"
+    )
     ap.add_argument("--parts", nargs="+", default=["minilm", "smollm2"])
     ap.add_argument("--tag", default="", help="suffix of the result files")
     ap.add_argument("--merge", nargs="+", default=[], help="merge these tags' results into --tag")
@@ -257,7 +264,10 @@ def main() -> None:
     ONLY[:] = args.attacks
     for part in args.parts:
         if part == "minilm":
-            res["minilm"] = minilm(args.lengths, args.noise, args.steps, not args.noise_only)
+            res["minilm"] = minilm(
+                args.lengths, args.noise, args.steps, not args.noise_only, args.text_seed
+            )
+            res["minilm"]["text_seed"] = args.text_seed
         else:
             res["smollm2"] = smollm2(
                 args.smollm2_length,

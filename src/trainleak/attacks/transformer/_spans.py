@@ -34,7 +34,9 @@ RankRule = Literal["tolerance", "batch"]
 @dataclass(frozen=True)
 class Spans:
     """Subspaces (with each direction's share of the singular values), the attacker's model
-    and the layer-1 distance table ``(n, V)``."""
+    and the layer-1 distance table ``(n, V)``. ``tokens``: the tolerance rank of the layer-2
+    gradient, which without noise is the number of scored positions in the batch (each feeds
+    its own input; with ``B * n`` below the width they are independent)."""
 
     module: torch.nn.Module
     layers: tuple[TokenLayer, TokenLayer]
@@ -44,6 +46,7 @@ class Spans:
     causal: bool
     end_id: int
     pad_id: int
+    tokens: int | None = None
 
     @property
     def positions(self) -> int:
@@ -135,7 +138,10 @@ def build_spans(
     end = end_token(tok, release.kind)
     pad = tok.pad_token_id if tok.pad_token_id is not None else end
     weights = tuple(_weights(g, b.shape[1]) for g, b in zip(grads, bases, strict=True))
-    return Spans(module, layers, bases, weights, table, causal, int(end), int(pad))  # type: ignore[arg-type]
+    # every scored position feeds the layer-2 gradient its own input: with B*n below the
+    # width, the tolerance rank counts the batch's tokens (exact only without noise)
+    tokens = int(row_space(grads[1], None, tol).shape[1])
+    return Spans(module, layers, bases, weights, table, causal, int(end), int(pad), tokens)  # type: ignore[arg-type]
 
 
 def _token_distances(z: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:

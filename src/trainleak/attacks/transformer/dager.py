@@ -172,9 +172,11 @@ def _encoder_search(
 ) -> tuple[list[tuple[list[int], float]], int]:
     """Per length ``l`` with the end token a candidate at ``l - 1``: all combinations of the
     candidates at positions ``0 .. l - 2`` when the product is at most ``max_combinations``;
-    otherwise the restarted coordinate descent of :mod:`._assign` (only its accepted
-    sequences are returned), grown through the lengths when the candidates come from the
-    embedding gradient's placement (``grow``; a noiseless BERT-style gradient)."""
+    otherwise the restarted coordinate descent of :mod:`._assign`, grown through the lengths
+    when the candidates come from the embedding gradient's placement (``grow``; a noiseless
+    BERT-style gradient, where the batch's token count bounds the lengths and the slots no
+    accepted sequence fills get the best near misses); under noise only accepted sequences
+    are returned (the thresholds are the baseline's test)."""
     inner = [[v for v in c if v != spans.end_id] for c in cands]
     ends = [t for t in range(1, spans.positions) if spans.end_id in cands[t]]
     if not ends:
@@ -184,9 +186,12 @@ def _encoder_search(
         if not lengths:
             return [], 0
         b = batch or spans.positions
-        state = Assignment(spans, inner, lengths, att.eps, att.l2_threshold, grow=grow)
-        search(state, b, [], att.restarts or 6 * b, att.sweeps, generator)
-        return list(state.accepted), state.evaluated
+        total = spans.tokens if grow else None
+        state = Assignment(spans, inner, lengths, att.eps, att.l2_threshold, grow=grow, total=total)
+        out = search(state, b, [], att.restarts or 6 * b, att.sweeps, generator)
+        # noiseless: the span test is exact, so a miss is the search's, not the threshold's;
+        # the slots it could not fill get its best near misses (lowest J), as TIGER's do
+        return (out if grow else list(state.accepted)), state.evaluated
     found: list[tuple[list[int], float]] = []
     evaluated = 0
     for t_end in ends:

@@ -175,7 +175,7 @@ class Tiger(Attack[TransformerUpdate]):
         full = [sorted(p) for p in placed]
         inner = [[v for v in row if v != spans.end_id] for row in full]
         lengths = lengths_from(full, spans.end_id) or [spans.positions]
-        state = Assignment(spans, inner, lengths, self.eps, self.span_check)
+        state = Assignment(spans, inner, lengths, self.eps, self.span_check, total=spans.tokens)
         starts = [pad_body(row.tolist(), inner, spans.end_id) for row in init]
         found = search(state, batch, starts, self.restarts or 6 * batch, self.sweeps, generator)
         return [s for s, _ in found], [w for _, w in found]
