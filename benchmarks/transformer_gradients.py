@@ -277,6 +277,8 @@ def main() -> None:
                 not args.noise_only,
             )
         _write(args.tag, res)
+        # the complete result supersedes the rows checkpointed while the run was going
+        (OUT / f"transformer_gradients{args.tag}_partial.json").unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,13 @@ def row_space(
     return vh[:rank].T.contiguous()
 
 
+def cosine_gap(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """``1 - cos`` between ``a`` and ``b`` along the last dimension (``eps`` added to the
+    product of norms): the per-row term of dataset condensation's gradient-matching distance
+    (Zhao, Mopuri and Bilen, ICLR 2021)."""
+    return 1 - (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1) + eps)
+
+
 def span_distance(v: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:
     """Distance of the unit-normalised rows of ``v`` ``(..., d)`` to ``span(basis)``.
 

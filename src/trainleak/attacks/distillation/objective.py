@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainleak.linalg import cosine_gap
 from trainleak.models.embedding import embed
 from trainleak.models.registry import build_model
 from trainleak.models.spec import ModelSpec
@@ -49,8 +50,7 @@ def _dc_distance(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     total = 0.0
     for ga, gb in zip(a, b):
         ra, rb = ga.reshape(ga.shape[0], -1), gb.reshape(gb.shape[0], -1)
-        cos = (ra * rb).sum(-1) / (ra.norm(dim=-1) * rb.norm(dim=-1) + 1e-6)
-        total += float((1 - cos).mean())
+        total += float(cosine_gap(ra, rb).mean())
     return total / max(len(a), 1)
 
 

@@ -24,6 +24,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from trainleak.data.augment import DiffAugment
+from trainleak.linalg import cosine_gap
 from trainleak.models.registry import build_model
 from trainleak.models.spec import ModelSpec
 from trainleak.progress import Progress, report_every
@@ -80,8 +81,7 @@ def gradient_distance(real: dict[str, torch.Tensor], syn: dict[str, torch.Tensor
             continue
         a = gr.reshape(gr.shape[0], gr.shape[1], -1)
         b = syn[name].reshape(a.shape)
-        cos = (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1) + 1e-6)
-        total = total + (1 - cos).sum()
+        total = total + cosine_gap(a, b).sum()
     return total
 
 
