@@ -150,8 +150,10 @@ def _membership_attacks(cfg: DistillationLeakageConfig) -> dict[str, Attack[Dist
     steps, sur = cfg.fingerprint_steps, cfg.surrogate_steps
     return {
         "nn": NearestSyntheticMembership(),
-        # the former default (synthetic-side calibration only), kept beside it for comparison
-        "nn_synthetic": NearestSyntheticMembership(calibration="synthetic"),
+        # the former defaults, kept beside it for comparison: Euclidean distances (until the
+        # fifth pass), and before that the synthetic-side calibration only
+        "nn_euclidean": NearestSyntheticMembership(metric="euclidean"),
+        "nn_synthetic": NearestSyntheticMembership(calibration="synthetic", metric="euclidean"),
         "loss": LossMembership(steps=steps, surrogate_steps=sur),
         "lira": LiRAMembership(steps=steps, surrogate_steps=sur, shadows=cfg.lira_shadows),
     }
@@ -406,8 +408,10 @@ _NOTES = (
     "records the set was not distilled from), feature groups chosen by leave-one-seed-out "
     "accuracy on the bank, the algorithm gated by the published metadata; held-out shadow "
     "accuracy is leave-one-seed-out on the bank (choice included). Membership methods: 'nn' "
-    "nearest synthetic image with two-sided local calibration, 'nn_synthetic' with the synthetic "
-    "side only (the former default), 'loss' and 'lira' through the surrogate. Membership "
+    "nearest synthetic image with two-sided local calibration, distances whitened by the shadow "
+    "sets' displacements, 'nn_euclidean' the same with Euclidean distances (the former default), "
+    "'nn_synthetic' Euclidean with the synthetic side only (the default before that), 'loss' "
+    "and 'lira' through the surrogate. Membership "
     "positives: 'init' = the images the real-initialised twin started from (the same records for "
     "its noise-initialised twin), 'members' = all of D; negatives: the held-out set. TPR at 0.1% "
     "FPR is the share of positives scored above every negative when there are fewer than 1000 "

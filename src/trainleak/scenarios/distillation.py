@@ -95,7 +95,7 @@ def candidate_specs(kinds: list[str], input_shape: tuple[int, ...], k: int) -> d
     sizes: dict[str, dict[str, Any]] = {
         "mlp": {"hidden": [128]},
         "convnet": {"width": 16, "norm": True},
-        "lenet": {},
+        "lenet": {"init": "he"},
         "resnet": {"width": 8},
     }
     unknown = sorted(set(kinds) - set(sizes))

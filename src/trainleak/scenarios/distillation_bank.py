@@ -8,7 +8,9 @@ initialisation, ``init.safetensors`` with the initialisation indices. Nothing is
 The shadow bank is distilled by the adversary from its auxiliary data only: for every seed, a
 random half of the auxiliary records, then every (algorithm, architecture) pair on it; each
 shadow set records that half (``info["aux_source"]``) so the revelation attack can measure it
-against auxiliary records it was not distilled from.
+against auxiliary records it was not distilled from, and, for a real initialisation, the
+auxiliary record each of its images started from (``info["init_source"]``), from which the
+membership attack learns how far distillation moves an image.
 """
 
 from __future__ import annotations
@@ -161,7 +163,9 @@ def build_shadow_bank(
                     cache_dir=cache_dir,
                     device=device,
                 )
-                info = {"init": cfg.init, "ipc": cfg.ipc, "aux_source": half}
+                info: dict[str, object] = {"init": cfg.init, "ipc": cfg.ipc, "aux_source": half}
+                if run.init_indices is not None:
+                    info["init_source"] = half[run.init_indices]
                 sets.append(ShadowSet(run.release, algo, kind, seed, info))
                 if progress is not None:
                     progress("shadow bank", len(sets), total)
