@@ -13,7 +13,6 @@ from trainleak.attacks.base import Reconstruction
 from trainleak.attacks.inversion import AdaptiveInversion, GenerativeInversion, PriorOnly
 from trainleak.experiments.model_inversion_claims import AttackRow, InversionConfig, TargetRow
 from trainleak.metrics.face_identity import DlibEmbedder, identity_score
-from trainleak.metrics.intervals import wilson_interval
 from trainleak.metrics.inversion import AttackAccuracy, feature_hsic, robustness_profile
 from trainleak.releases.classifier import ClassifierRelease, GenerativePrior
 from trainleak.releases.knowledge import Knowledge
@@ -138,13 +137,12 @@ def attack_rows(
         )
     if s.dlib is not None and s.private_embeddings is not None and rec.labels is not None:
         ident = identity_score(
-            s.dlib, rec.inputs, rec.labels, s.private_embeddings, s.task.private[1], c
+            s.dlib, rec.inputs, rec.labels, s.private_embeddings, s.task.private[1], c, seed=seed
         )
-        k = round(ident.accuracy * len(rec))
-        lo, hi = wilson_interval(k, len(rec))
+        lo, hi = ident.interval
         rows.append(
             AttackRow(
-                name, family, attack, "dlib", ident.accuracy, lo, hi, float("nan"), len(rec), 1 / c
+                name, family, attack, "dlib", ident.accuracy, lo, hi, ident.acc5, len(rec), 1 / c
             )
         )
     return rows

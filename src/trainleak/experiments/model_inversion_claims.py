@@ -131,7 +131,7 @@ class AttackRow:
         attack: ``standard``, ``adaptive`` or ``prior_only``.
         evaluator: ``standard``, ``robust`` or ``dlib``.
         acc1, acc1_lo, acc1_hi: Acc@1 and its bootstrap interval.
-        acc5: Acc@5 (for ``dlib``: NaN).
+        acc5: Acc@5 (for ``dlib``: the class among the five with the nearest private images).
         n: images scored; chance: 1 / number of classes.
     """
 
