@@ -282,6 +282,14 @@ def _run_both(
     return new
 
 
+def _number(text: str) -> int | float:
+    """An integer where the text is one, else a float."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", choices=["adaptive", "atat", "ceilings"], default=None)
@@ -297,8 +305,8 @@ def main() -> None:
         "--set",
         nargs="+",
         default=[],
-        metavar="KEY=INT",
-        help="integer overrides of both configs, e.g. adaptive_steps=400",
+        metavar="KEY=NUMBER",
+        help="numeric overrides of both configs, e.g. adaptive_steps=400 latent_ball=0.99",
     )
     parser.add_argument("--tag", default="", help="suffix of the JSON keys of this run")
     parser.add_argument(
@@ -311,7 +319,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="torch device of the run (cpu, cuda)")
     parser.add_argument("--smoke", action="store_true", help="tiny run, nothing written")
     args = parser.parse_args()
-    over: dict[str, Any] = {k: int(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+    over: dict[str, Any] = {k: _number(v) for k, v in (kv.split("=", 1) for kv in args.set)}
     over["device"] = args.device
     if args.smoke:
         over = {**SMOKE, **over}

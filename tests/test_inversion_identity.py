@@ -15,7 +15,9 @@ from torch import nn
 from conftest import require_data, require_module
 from trainleak.attacks.inversion import AdaptiveInversion
 from trainleak.attacks.inversion._latent import typical_radius
-from trainleak.errors import ShapeError
+from trainleak.errors import ConfigError, ShapeError
+from trainleak.experiments import get_experiment
+from trainleak.experiments._inversion_common import attacks
 from trainleak.metrics import face_identity
 from trainleak.metrics.face_identity import class_bootstrap_interval, identity_score
 from trainleak.metrics.intervals import bootstrap_interval
@@ -140,3 +142,13 @@ def test_latent_ball_keeps_optimised_latents_in_the_typical_set() -> None:
     radius = typical_radius(4, 0.9)
     assert norms[0.9] <= radius + 1e-5
     assert norms[0.0] > radius, norms  # without the ball the margin loss drives latents out
+
+
+def test_latent_ball_config_reaches_the_adaptive_attack_only() -> None:
+    exp = get_experiment("model-inversion-adaptive")
+    cfg = exp.make_config({"latent_ball": 0.99})
+    got = attacks(cfg, flip=False)  # type: ignore[arg-type]
+    assert got["adaptive"].latent_ball == 0.99  # type: ignore[attr-defined]
+    assert got["standard"].latent_ball == 0.0  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="latent_ball"):
+        exp.make_config({"latent_ball": 1.0})

@@ -105,6 +105,7 @@ def attacks(cfg: InversionConfig, flip: bool) -> dict[str, object]:
             steps=cfg.adaptive_steps,
             restarts=cfg.restarts,
             model_augment=cfg.model_augment,
+            latent_ball=cfg.latent_ball,
             **common,  # type: ignore[arg-type]
         ),
         "prior_only": PriorOnly(
