@@ -150,5 +150,7 @@ def test_latent_ball_config_reaches_the_adaptive_attack_only() -> None:
     got = attacks(cfg, flip=False)  # type: ignore[arg-type]
     assert got["adaptive"].latent_ball == 0.99  # type: ignore[attr-defined]
     assert got["standard"].latent_ball == 0.0  # type: ignore[attr-defined]
+    # the baseline selects as the attack it is compared with (house rule: same selection)
+    assert got["prior_only"].select == got["adaptive"].select == "margin"  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match="latent_ball"):
         exp.make_config({"latent_ball": 1.0})

@@ -96,20 +96,25 @@ def target_row(name: str, family: str, target: Target, s: Setup, cfg: InversionC
 
 
 def attacks(cfg: InversionConfig, flip: bool) -> dict[str, object]:
-    """The standard and adaptive attacks and the prior-only baseline at the same candidate
-    budget (``candidates * restarts``) and the same final count."""
+    """The standard and adaptive attacks and the prior-only baseline at the adaptive attack's
+    candidate budget (``candidates * restarts``), its selection score (margin; the house rule
+    of equal selection, see ``docs/decisions.md``, fifth pass) and the same final count."""
     common = dict(candidates=cfg.candidates, keep=cfg.keep, final=cfg.final, flip=flip)
+    adaptive = AdaptiveInversion(
+        steps=cfg.adaptive_steps,
+        restarts=cfg.restarts,
+        model_augment=cfg.model_augment,
+        latent_ball=cfg.latent_ball,
+        **common,  # type: ignore[arg-type]
+    )
     return {
         "standard": GenerativeInversion(steps=cfg.attack_steps, **common),  # type: ignore[arg-type]
-        "adaptive": AdaptiveInversion(
-            steps=cfg.adaptive_steps,
-            restarts=cfg.restarts,
-            model_augment=cfg.model_augment,
-            latent_ball=cfg.latent_ball,
-            **common,  # type: ignore[arg-type]
-        ),
+        "adaptive": adaptive,
         "prior_only": PriorOnly(
-            candidates=cfg.candidates * cfg.restarts, final=cfg.final, flip=flip
+            candidates=cfg.candidates * cfg.restarts,
+            final=cfg.final,
+            flip=flip,
+            select=adaptive.select,
         ),
     }
 
