@@ -11,7 +11,9 @@ identities at 32 x 32, dlib identity evaluator on) and summarises the issue's ta
 
 Writes ``benchmarks/results/model_inversion.json`` and ``.md``. Run from the repository root:
 ``TRAINLEAK_DATA=../shared/data OMP_NUM_THREADS=1 .venv/bin/python benchmarks/model_inversion.py``
-(``--only adaptive`` or ``--only atat`` runs one experiment and merges into the JSON; ``--targets``,
+(``--only adaptive`` or ``--only atat`` runs one experiment and merges into the JSON, ``--only
+ceilings`` only the evaluators' ceilings on held-out private faces, which ``adaptive`` also
+writes; ``--targets``,
 ``--atat-weights`` and ``--atat-eps`` reduce the sweeps, as the recorded results did on the shared
 machine; ``--target-seed N --targets standard negls`` replicates those targets at another seed under
 the same prior and evaluators, key ``adaptive_tseedN``, and every write pools ``adaptive`` with the
@@ -33,13 +35,15 @@ from typing import Any
 
 from trainleak.audit.serialize import to_jsonable
 from trainleak.experiments import atat_privacy, model_inversion_adaptive
+from trainleak.experiments._inversion_common import setup
 from trainleak.experiments.base import Result
 from trainleak.experiments.model_inversion_claims import (
     AtatPrivacyConfig,
     ModelInversionAdaptiveConfig,
 )
+from trainleak.metrics.face_identity import identity_score
 from trainleak.metrics.intervals import wilson_interval
-from trainleak.metrics.inversion import ratio_interval
+from trainleak.metrics.inversion import attack_accuracy, decoder_projection, ratio_interval
 
 OUT = Path(__file__).parent / "results"
 ORL: dict[str, Any] = {"dataset": "orl", "dlib": True}
@@ -82,6 +86,8 @@ def summarise_adaptive(res: Mapping[str, Any], wall: float) -> dict[str, Any]:
             r = _one(att, target="standard", attack=attack, evaluator=ev)
             if r is not None:
                 out[f"undefended_{attack}_{ev}"] = [r["acc1"], r["acc1_lo"], r["acc1_hi"]]
+            if r is not None and ev == "dlib":
+                out[f"dlib_acc5_{attack}"] = r["acc5"]
     out["counts"] = {
         f"{r['target']}/{r['attack']}": [round(r["acc1"] * r["n"]), r["n"]]
         for r in _rows(att, evaluator="standard")
@@ -93,6 +99,25 @@ def summarise_adaptive(res: Mapping[str, Any], wall: float) -> dict[str, Any]:
     a1 = out.get("undefended_adaptive_standard", [0.0])[0]
     out["target_acc1_0.8"] = a1 >= 0.8
     out["target_leakage_1.5"] = best is not None and best["factor"] >= 1.5
+    return out
+
+
+def ceilings(cfg: ModelInversionAdaptiveConfig) -> dict[str, Any]:
+    """What each evaluator can credit at all, measured on the held-out private faces (images
+    9-10; evaluator-side only, nothing reaches an attack): Acc@1 on the real images, and on
+    their projections onto the prior (the decoder's closest images in pixel error), which
+    bounds what any attack searching the prior's latents can draw."""
+    s = setup(cfg)
+    (tx, ty), c = s.task.test, s.task.num_classes
+    proj = decoder_projection(s.prior.decoder(), tx, s.prior.latent_dim)
+    out: dict[str, Any] = {}
+    for kind, x in (("real", tx), ("projection", proj)):
+        for ev, release in s.evaluators.items():
+            a = attack_accuracy(release.model(), x, ty, c, seed=cfg.seed)
+            out[f"{kind}_{ev}"] = [a.acc1, *a.acc1_interval]
+        if s.dlib is not None and s.private_embeddings is not None:
+            got = identity_score(s.dlib, x, ty, s.private_embeddings, s.task.private[1], c)
+            out[f"{kind}_dlib"] = [got.accuracy, *got.interval]
     return out
 
 
@@ -162,6 +187,9 @@ def _adaptive_md(key: str, a: Mapping[str, Any]) -> list[str]:
     for k, v in a.items():
         if k.startswith("undefended_"):
             lines.append(f"| {k[11:]} | {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}] |")
+    acc5 = [f"{k[10:]} {v:.3f}" for k, v in a.items() if k.startswith("dlib_acc5_")]
+    if acc5:
+        lines += ["", "dlib Acc@5: " + ", ".join(acc5)]
     lines += ["", "| defense | leakage factor [95% CI] |", "|---|---|"]
     lines += [f"| {t} | {f:.2f} [{lo:.2f}, {hi:.2f}] |" for t, (f, lo, hi) in a["leakage"].items()]
     lines += [
@@ -207,6 +235,18 @@ def _markdown(summary: Mapping[str, Any]) -> str:
     lines = ["# Model inversion benchmark (ORL faces, 20 private identities, 32x32)", ""]
     for key in sorted(k for k in summary if k.startswith("adaptive")):
         lines += _adaptive_md(key, summary[key])
+    if summary.get("ceilings"):
+        lines += [
+            "held-out private faces (images 9-10): what each evaluator credits on the real faces "
+            "and on their projections onto the prior (the ceiling of any attack on its latents)",
+            "",
+            "| faces_evaluator | Acc@1 [95% CI] |",
+            "|---|---|",
+        ]
+        lines += [
+            f"| {k} | {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}] |" for k, v in summary["ceilings"].items()
+        ]
+        lines += [""]
     if summary.get("pooled"):
         lines += _pooled_md(summary["pooled"])
     for key in sorted(k for k in summary if k.startswith("atat")):
@@ -232,6 +272,8 @@ def _run_both(
         res = model_inversion_adaptive.run(ModelInversionAdaptiveConfig(**ada_cfg))
         new["adaptive" + tag] = summarise_adaptive(_plain(res), time.perf_counter() - start)
         new["adaptive" + tag]["device"] = device
+    if only in (None, "adaptive", "ceilings") and not tag:
+        new["ceilings"] = ceilings(ModelInversionAdaptiveConfig(**ada_cfg))
     if only in (None, "atat"):
         start = time.perf_counter()
         res = atat_privacy.run(AtatPrivacyConfig(**atat_cfg))
@@ -240,9 +282,17 @@ def _run_both(
     return new
 
 
+def _number(text: str) -> int | float:
+    """An integer where the text is one, else a float."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", choices=["adaptive", "atat"], default=None)
+    parser.add_argument("--only", choices=["adaptive", "atat", "ceilings"], default=None)
     parser.add_argument(
         "--targets",
         nargs="+",
@@ -255,8 +305,8 @@ def main() -> None:
         "--set",
         nargs="+",
         default=[],
-        metavar="KEY=INT",
-        help="integer overrides of both configs, e.g. adaptive_steps=400",
+        metavar="KEY=NUMBER",
+        help="numeric overrides of both configs, e.g. adaptive_steps=400 latent_ball=0.99",
     )
     parser.add_argument("--tag", default="", help="suffix of the JSON keys of this run")
     parser.add_argument(
@@ -269,7 +319,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="torch device of the run (cpu, cuda)")
     parser.add_argument("--smoke", action="store_true", help="tiny run, nothing written")
     args = parser.parse_args()
-    over: dict[str, Any] = {k: int(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+    over: dict[str, Any] = {k: _number(v) for k, v in (kv.split("=", 1) for kv in args.set)}
     over["device"] = args.device
     if args.smoke:
         over = {**SMOKE, **over}
@@ -287,7 +337,8 @@ def main() -> None:
         atat_cfg["atat_eps"] = args.atat_eps
     new = _run_both(args.only, args.tag, args.device, ada_cfg, atat_cfg)
     if args.smoke:
-        print(json.dumps({k: v["wall_s"] for k, v in new.items()}), "smoke run: nothing written")
+        walls = {k: v["wall_s"] for k, v in new.items() if "wall_s" in v}
+        print(json.dumps(walls), "smoke run: nothing written")
         return
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "model_inversion.json"

@@ -72,6 +72,19 @@ def dev_task(fold: int = 0, size: int = 32) -> InversionTask:
     )
 
 
+def _spread(x: torch.Tensor, y: torch.Tensor | None) -> float:
+    """Mean over classes of the mean pairwise RMS pixel distance between the class's
+    reconstructions (0: copies of one image); attacker-side, no private data."""
+    if y is None:
+        return float("nan")
+    per = []
+    for c in torch.unique(y):
+        flat = x[y == c].flatten(1)
+        if len(flat) > 1:
+            per.append(float(torch.pdist(flat).mean()) / flat.shape[1] ** 0.5)
+    return sum(per) / max(len(per), 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--targets", nargs="+", default=["standard", "negls"])
@@ -123,10 +136,10 @@ def _fold(fold: int, args: argparse.Namespace) -> None:
             start = time.perf_counter()
             rec = cls(**kw)(target.release, know, seed=args.seed + 1)
             acc = attack_accuracy(ev, rec.inputs, rec.labels, task.num_classes, seed=0)
-            ident = ""
+            ident = f" spread {_spread(rec.inputs, rec.labels):.3f}"
             if dlib is not None and ref is not None and rec.labels is not None:
                 got = identity_score(dlib, rec.inputs, rec.labels, ref, task.private[1], 10)
-                ident = f" dlib {got.accuracy:.3f}"
+                ident += f" dlib {got.accuracy:.3f}"
             print(
                 f"fold {fold} {t:10s} clean {target.clean_accuracy:.3f} {v:24s} "
                 f"acc1 {acc.acc1:.3f} [{acc.acc1_interval[0]:.3f}, {acc.acc1_interval[1]:.3f}]"

@@ -13,7 +13,6 @@ from trainleak.attacks.base import Reconstruction
 from trainleak.attacks.inversion import AdaptiveInversion, GenerativeInversion, PriorOnly
 from trainleak.experiments.model_inversion_claims import AttackRow, InversionConfig, TargetRow
 from trainleak.metrics.face_identity import DlibEmbedder, identity_score
-from trainleak.metrics.intervals import wilson_interval
 from trainleak.metrics.inversion import AttackAccuracy, feature_hsic, robustness_profile
 from trainleak.releases.classifier import ClassifierRelease, GenerativePrior
 from trainleak.releases.knowledge import Knowledge
@@ -97,19 +96,25 @@ def target_row(name: str, family: str, target: Target, s: Setup, cfg: InversionC
 
 
 def attacks(cfg: InversionConfig, flip: bool) -> dict[str, object]:
-    """The standard and adaptive attacks and the prior-only baseline at the same candidate
-    budget (``candidates * restarts``) and the same final count."""
+    """The standard and adaptive attacks and the prior-only baseline at the adaptive attack's
+    candidate budget (``candidates * restarts``), its selection score (margin; the house rule
+    of equal selection, see ``docs/decisions.md``, fifth pass) and the same final count."""
     common = dict(candidates=cfg.candidates, keep=cfg.keep, final=cfg.final, flip=flip)
+    adaptive = AdaptiveInversion(
+        steps=cfg.adaptive_steps,
+        restarts=cfg.restarts,
+        model_augment=cfg.model_augment,
+        latent_ball=cfg.latent_ball,
+        **common,  # type: ignore[arg-type]
+    )
     return {
         "standard": GenerativeInversion(steps=cfg.attack_steps, **common),  # type: ignore[arg-type]
-        "adaptive": AdaptiveInversion(
-            steps=cfg.adaptive_steps,
-            restarts=cfg.restarts,
-            model_augment=cfg.model_augment,
-            **common,  # type: ignore[arg-type]
-        ),
+        "adaptive": adaptive,
         "prior_only": PriorOnly(
-            candidates=cfg.candidates * cfg.restarts, final=cfg.final, flip=flip
+            candidates=cfg.candidates * cfg.restarts,
+            final=cfg.final,
+            flip=flip,
+            select=adaptive.select,
         ),
     }
 
@@ -138,13 +143,12 @@ def attack_rows(
         )
     if s.dlib is not None and s.private_embeddings is not None and rec.labels is not None:
         ident = identity_score(
-            s.dlib, rec.inputs, rec.labels, s.private_embeddings, s.task.private[1], c
+            s.dlib, rec.inputs, rec.labels, s.private_embeddings, s.task.private[1], c, seed=seed
         )
-        k = round(ident.accuracy * len(rec))
-        lo, hi = wilson_interval(k, len(rec))
+        lo, hi = ident.interval
         rows.append(
             AttackRow(
-                name, family, attack, "dlib", ident.accuracy, lo, hi, float("nan"), len(rec), 1 / c
+                name, family, attack, "dlib", ident.accuracy, lo, hi, ident.acc5, len(rec), 1 / c
             )
         )
     return rows

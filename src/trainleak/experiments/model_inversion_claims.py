@@ -31,6 +31,7 @@ class InversionConfig(ExperimentConfig):
 
     ``target_flip``: train every target on random mirror images too (the standard augmentation
     of face classifiers); ``None`` (the default): on for faces, off for digits.
+    ``latent_ball``: the adaptive attack's ``latent_ball`` switch (0: off).
     """
 
     dataset: Dataset = "mnist"
@@ -53,6 +54,7 @@ class InversionConfig(ExperimentConfig):
     adaptive_steps: int = Field(200, ge=1)
     restarts: int = Field(2, ge=1)
     model_augment: int = Field(1, ge=0)
+    latent_ball: float = Field(0.0, ge=0, lt=1)
     eps_grid: list[float] = Field(default_factory=lambda: [0.0, 0.01, 0.025, 0.05, 0.1])
     robust_eps: float = Field(0.05, gt=0)
     n_robust: int = Field(300, ge=10)
@@ -131,7 +133,7 @@ class AttackRow:
         attack: ``standard``, ``adaptive`` or ``prior_only``.
         evaluator: ``standard``, ``robust`` or ``dlib``.
         acc1, acc1_lo, acc1_hi: Acc@1 and its bootstrap interval.
-        acc5: Acc@5 (for ``dlib``: NaN).
+        acc5: Acc@5 (for ``dlib``: the class among the five with the nearest private images).
         n: images scored; chance: 1 / number of classes.
     """
 

@@ -189,3 +189,42 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
     if ra.std() == 0 or rb.std() == 0:
         return math.nan
     return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def decoder_projection(
+    decoder: nn.Module,
+    x: torch.Tensor,
+    latent_dim: int,
+    *,
+    steps: int = 500,
+    lr: float = 0.05,
+) -> torch.Tensor:
+    """The decoder's closest images to ``x`` in mean squared error (Adam on the latents from
+    zero). An evaluator-side reference, never an attack: scoring the projections of held-out
+    private images says how much of an identity the prior can draw at all, a ceiling for any
+    attack that searches its latents.
+
+    Raises:
+        ShapeError: ``x`` is empty or not of the decoder's output shape.
+    """
+    if not len(x):
+        raise ShapeError("decoder_projection needs at least one image")
+    was = [p.requires_grad for p in decoder.parameters()]
+    for p in decoder.parameters():
+        p.requires_grad_(False)
+    z = torch.zeros(len(x), latent_dim, requires_grad=True)
+    opt = torch.optim.Adam([z], lr=lr)
+    try:
+        for _ in range(steps):
+            out = decoder(z)
+            if out.shape != x.shape:
+                raise ShapeError(f"the decoder draws {tuple(out.shape)}, not {tuple(x.shape)}")
+            loss = (out - x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            return decoder(z)
+    finally:
+        for p, w in zip(decoder.parameters(), was, strict=True):
+            p.requires_grad_(w)

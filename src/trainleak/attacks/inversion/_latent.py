@@ -12,10 +12,12 @@ References:
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
 import torch.nn.functional as F
+from scipy.stats import chi2
 from torch import nn
 
 from trainleak.data.augment import DiffAugment
@@ -65,6 +67,12 @@ def selection_score(logits: torch.Tensor, target: torch.Tensor, kind: Select) ->
     if kind == "margin":
         return margin(logits, target)
     return torch.softmax(logits, 1).gather(1, target[:, None]).squeeze(1)
+
+
+def typical_radius(dim: int, mass: float) -> float:
+    """Radius of the centred ball that holds ``mass`` of a standard normal in ``dim``
+    dimensions: ``sqrt`` of the chi-square quantile (``dim`` degrees of freedom)."""
+    return float(math.sqrt(chi2.ppf(mass, dim)))
 
 
 def augmenter(flip: bool, crop: float = 0.1, rotate: float = 0.0) -> DiffAugment:

@@ -19,6 +19,8 @@ References:
     Flexible Model Inversion Attacks", ICML 2022.
     Nguyen et al., "Re-thinking Model Inversion Attacks Against Deep Neural Networks", CVPR 2023.
     Zhang et al., "The Secret Revealer", CVPR 2020 (GMI: latent search of a public prior).
+    Brock, Donahue and Simonyan, "Large Scale GAN Training for High Fidelity Natural Image
+    Synthesis", ICLR 2019 (truncation: latents kept where the prior puts its mass).
     Cohen, Rosenfeld and Kolter, "Certified Adversarial Robustness via Randomized Smoothing",
     ICML 2019 (the Gaussian-smoothed classifier the ``noise`` switch attacks).
 """
@@ -44,6 +46,7 @@ from trainleak.attacks.inversion._latent import (
     mean_scores,
     noisy,
     surrogates,
+    typical_radius,
 )
 from trainleak.errors import ConfigError
 from trainleak.progress import Progress
@@ -91,6 +94,12 @@ class GenerativeInversion(Attack[ClassifierRelease]):
         final: reconstructions returned per class.
         selection_transforms: random transforms averaged by the selections.
         latent_clip: latents are clamped to ``[-latent_clip, latent_clip]`` (the prior's mass).
+        latent_ball: prior mass of the ball the latents are projected onto after every step
+            (0: off). At 0.99 a latent longer than the radius holding 99 % of the prior's draws
+            (``sqrt`` of the chi-square quantile with ``latent_dim`` degrees of freedom) is
+            scaled back onto that sphere: the search stays in the prior's typical set, where
+            the decoder was trained, instead of drifting to long latents whose images are off
+            the face manifold (the truncation idea of Brock et al. 2019, as a projection).
         latent_reg: weight of ``|z|^2 / 2`` (averaged over latents) in the loss: the prior's
             negative log-density, which keeps solutions where the prior puts mass (GMI's prior
             term plays this part).
@@ -138,6 +147,7 @@ class GenerativeInversion(Attack[ClassifierRelease]):
     selection_transforms: int = param(10, ge=0, integer=True)
     latent_clip: float = param(3.0, gt=0)
     latent_reg: float = param(0.0, ge=0)
+    latent_ball: float = param(0.0, ge=0, lt=1)
     noise: float = param(0.0, ge=0)
     target_weight: float = param(1.0, ge=0)
     robust_select: bool = False
@@ -207,6 +217,7 @@ class GenerativeInversion(Attack[ClassifierRelease]):
         z.requires_grad_(True)
         opt = torch.optim.Adam([z], lr=self.lr)
         aug = augmenter(self.flip, self.crop, self.rotate)
+        radius = typical_radius(int(z.shape[1]), self.latent_ball) if self.latent_ball else 0.0
         losses: list[tuple[int, float]] = []
         for step in range(self.steps):
             img = dec(z)
@@ -224,6 +235,8 @@ class GenerativeInversion(Attack[ClassifierRelease]):
             opt.step()
             with torch.no_grad():
                 z.clamp_(-self.latent_clip, self.latent_clip)
+                if radius:
+                    z.mul_((radius / z.norm(dim=1, keepdim=True).clamp_min(1e-12)).clamp(max=1))
             if step % 10 == 0 or step == self.steps - 1:
                 losses.append((step, float(loss.detach())))
         return z.detach(), losses
