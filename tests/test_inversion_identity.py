@@ -19,8 +19,8 @@ from trainleak.errors import ConfigError, ShapeError
 from trainleak.experiments import get_experiment
 from trainleak.experiments._inversion_common import attacks
 from trainleak.metrics import face_identity
-from trainleak.metrics.face_identity import class_bootstrap_interval, identity_score
-from trainleak.metrics.intervals import bootstrap_interval
+from trainleak.metrics.face_identity import identity_score
+from trainleak.metrics.intervals import bootstrap_interval, class_bootstrap_interval
 from trainleak.metrics.inversion import decoder_projection
 from trainleak.models.registry import model_spec
 from trainleak.releases.knowledge import Knowledge

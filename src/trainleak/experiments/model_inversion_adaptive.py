@@ -39,18 +39,21 @@ from trainleak.experiments.model_inversion_claims import (
     Row,
     TargetRow,
 )
-from trainleak.metrics.inversion import ratio_interval
+from trainleak.metrics.intervals import paired_class_ratio_interval
 from trainleak.progress import Progress
 from trainleak.scenarios.inversion_targets import recipe, train_target
 
+Hits = dict[tuple[str, str], tuple[tuple[float, ...], tuple[int, ...]]]
 
-def _leakage(
-    name: str, hits: dict[tuple[str, str], tuple[float, ...]], seed: int
-) -> list[LeakageRow]:
+
+def _leakage(name: str, hits: Hits, seed: int) -> list[LeakageRow]:
+    """Adaptive / standard Acc@1 per evaluator, with a paired class-bootstrap interval (each
+    entry of ``hits`` holds the per-image outcomes and the images' target classes)."""
     out = []
     for ev in sorted({e for _, e in hits}):
         if (("adaptive", ev) in hits) and (("standard", ev) in hits):
-            f, lo, hi = ratio_interval(hits[("adaptive", ev)], hits[("standard", ev)], seed=seed)
+            (a, ga), (b, gb) = hits[("adaptive", ev)], hits[("standard", ev)]
+            f, lo, hi = paired_class_ratio_interval(a, ga, b, gb, seed=seed)
             out.append(LeakageRow(name, ev, f, lo, hi))
     return out
 
@@ -70,14 +73,17 @@ def _one_target(
     seed = cfg.seed if cfg.target_seed is None else cfg.target_seed
     target = train_target(s.task, rec_, seed, s.cache)
     rows: list[Row] = [target_row(name, name, target, s, cfg)]
-    hits: dict[tuple[str, str], tuple[float, ...]] = {}
+    hits: Hits = {}
     for k, atk in attacks(cfg, flip=cfg.dataset == "orl").items():
         rec = atk(target.release, s.knowledge, seed=seed + 1)  # type: ignore[operator]
         got = attack_rows(name, name, rec, k, s, cfg.seed)
         rows += got
         for ev, release in s.evaluators.items():
             pred = release.model()(rec.inputs).argmax(1)
-            hits[(k, ev)] = tuple(float(v) for v in (pred == rec.labels).double())
+            hits[(k, ev)] = (
+                tuple(float(v) for v in (pred == rec.labels).double()),
+                tuple(int(c) for c in rec.labels),
+            )
         if k == "adaptive" and name in ("standard", cfg.targets[-1]):
             images[f"grid_{name}"] = class_grid(
                 rec.inputs, rec.labels, *s.task.private, s.task.num_classes, min(cfg.final, 4)

@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from trainleak.errors import MissingExtraError, ShapeError, import_extra
+from trainleak.metrics.intervals import class_bootstrap_interval
 
 _MODEL_FILE = "models/dlib_face_recognition_resnet_model_v1.dat"
 _SIDE = 150
@@ -154,26 +155,3 @@ def identity_score(
         class_bootstrap_interval(hit.numpy(), labels.numpy(), seed=seed),
         tuple(float(h) for h in hit),
     )
-
-
-def class_bootstrap_interval(
-    hits: np.ndarray,
-    groups: np.ndarray,
-    *,
-    level: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """Percentile-bootstrap interval of the mean of ``hits`` resampling whole ``groups``
-    (classes) with replacement: the cluster bootstrap, for outcomes that are correlated within a
-    group (Davison and Hinkley, "Bootstrap Methods and their Application", 1997, section 3.8)."""
-    if len(hits) != len(groups) or not len(hits):
-        raise ShapeError(f"{len(hits)} outcomes for {len(groups)} group labels (need >= 1)")
-    keys = np.unique(groups)
-    sums = np.array([hits[groups == k].sum() for k in keys], dtype=float)
-    counts = np.array([(groups == k).sum() for k in keys], dtype=float)
-    rng = np.random.default_rng(seed)
-    pick = rng.integers(0, len(keys), size=(n_boot, len(keys)))
-    means = sums[pick].sum(1) / counts[pick].sum(1)
-    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)

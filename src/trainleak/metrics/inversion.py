@@ -25,7 +25,7 @@ from torch import nn
 
 from trainleak.errors import ShapeError
 from trainleak.metrics.hsic import hsic, hsic_labels
-from trainleak.metrics.intervals import bootstrap_interval
+from trainleak.metrics.intervals import class_bootstrap_interval
 from trainleak.models.adversarial import pgd
 from trainleak.models.embedding import embed
 
@@ -36,7 +36,9 @@ class AttackAccuracy:
 
     Attributes:
         acc1, acc5: share whose target class is the evaluator's top-1 / among its top-5.
-        acc1_interval, acc5_interval: 95 % percentile-bootstrap intervals over images.
+        acc1_interval, acc5_interval: 95 % cluster-bootstrap intervals that resample target
+            classes, not images: an attack's images of one class are near-copies, so they are
+            one piece of evidence (``metrics.intervals.class_bootstrap_interval``).
         per_class: Acc@1 of each target class (NaN for a class without images).
         n: number of images scored.
         hits: the Acc@1 outcome of each image (1.0 or 0.0), for ratio intervals.
@@ -77,6 +79,7 @@ def attack_accuracy(
     top = logits.topk(k, dim=1).indices
     hit1 = (top[:, 0] == labels).double().cpu().numpy()
     hit5 = (top == labels[:, None]).any(1).double().cpu().numpy()
+    groups = labels.cpu().numpy()
     per = []
     for c in range(num_classes):
         sel = (labels == c).cpu().numpy()
@@ -84,8 +87,8 @@ def attack_accuracy(
     return AttackAccuracy(
         float(hit1.mean()),
         float(hit5.mean()),
-        bootstrap_interval(hit1, seed=seed),
-        bootstrap_interval(hit5, seed=seed),
+        class_bootstrap_interval(hit1, groups, seed=seed),
+        class_bootstrap_interval(hit5, groups, seed=seed),
         tuple(per),
         len(images),
         tuple(float(h) for h in hit1),
