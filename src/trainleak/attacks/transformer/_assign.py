@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from trainleak.attacks.transformer._keyspan import fix
+from trainleak.attacks.transformer._keyfix import complete, rescue
 from trainleak.attacks.transformer._spans import Spans
 from trainleak.linalg import span_distance
 
@@ -80,6 +80,7 @@ class Assignment:
     tried: set[tuple[int, int]] = field(default_factory=set)
     rescue: int = 2
     rescue_rounds: int = 8
+    completed: bool = False
 
     def sites(self) -> list[tuple[int, int]]:
         """``(position, token)`` of every token that is a candidate at that position only
@@ -246,32 +247,6 @@ def grow(state: Assignment, body: list[int], sweeps: int) -> tuple[list[int], fl
     return best
 
 
-def rescue(state: Assignment, attempts: list[list[int]]) -> tuple[list[int], float, float] | None:
-    """The first of the best ``state.rescue`` attempts (lowest ``J`` per position first) that
-    the key-span repair (:func:`._keyspan.fix`, anchored on the pinned token, else on up to
-    two placed tokens the attempt holds) makes exact and that then passes the span check;
-    ``None`` when none does or the model has no key-span test. A failed growth's best attempt
-    can sit in a local minimum of ``J`` that no single change leaves (MiniLM, n = 32: the long
-    sequences end 2+ tokens wrong); the key-span residual of a placed token is exact for its
-    own sequence and scores every pair of changes in closed form (from the true sequences
-    with 2, 5 or 10 of their tokens replaced: 8/8, 8/8 and 7/8 repaired, docs/decisions.md)."""
-    keys = state.spans.keys
-    if keys is None:
-        return None
-    sites = set(state.sites())
-    for seq in attempts[: state.rescue]:
-        held = [(t, v) for t, v in enumerate(seq[:-1]) if (t, v) in sites]
-        anchors = [state.pin] if state.pin is not None else list(dict.fromkeys(held[len(held) // 2 :][:1] + held[:1]))
-        for anchor in anchors:
-            fixed, residual = fix(keys, seq, [anchor], state.cands, state.rescue_rounds)
-            if residual > 1e-12 or fixed == seq:
-                continue
-            j, worst = state.score([fixed])[0]
-            if worst < state.accept:
-                return fixed, j, worst
-    return None
-
-
 def repair(
     state: Assignment, seq: list[int], j: float, worst: float
 ) -> tuple[list[int], float, float]:
@@ -333,7 +308,10 @@ def search(
             break
         anchor = state.next_anchor() if state.grow and not queue else None
         start = queue.pop(0) if queue else coverage_start(state, generator)
-        if anchor is None:
+        last = None if queue else complete(state, start)
+        if last is not None:
+            seq, j, worst = last
+        elif anchor is None:
             seq, j, worst = (grow if state.grow else descend)(state, start, sweeps)
         else:
             seq, j, worst = _anchored(state, start, anchor, sweeps)

@@ -9,8 +9,8 @@ residual 1.3e-15). For a token that occurs once, its coefficient is ``dq_t / sig
 ``dk_t / sigma_t``) of its one occurrence. Attention makes
 
 * ``dq_t`` (per head) a combination of the keys ``k_j`` of the token's own sequence whose
-  coefficients ``dL/ds_tj`` sum to zero (the softmax Jacobian): it lies in
-  ``span{k_j - k_0 : 0 < j < L}``;
+  coefficients ``dL/ds_tj`` sum to zero (the softmax Jacobian): ``(dq_t, 0)`` lies in
+  ``span{(k_j, 1) : j < L}``;
 * ``dk_t`` a combination of the same sequence's queries: ``span{q_j : j < L}``.
 
 Keys and queries of the first block depend only on the token and its position (``z`` has no
@@ -18,7 +18,7 @@ context), so a candidate sequence's spans cost a table look-up: the residual of 
 coefficients of a token it holds is zero when the sequence is that token's own (MiniLM, n =
 32: relative residual 1e-15 to 6e-13, against 0.17-0.71 for the other sequences of the
 batch), and a wrong token at any position changes the span. A sequence of ``L`` tokens
-leaves ``d_h - (L - 1)`` constraints per head on ``dq`` (``d_h``: head width), so the test
+leaves ``d_h + 1 - L`` constraints per head on ``dq`` (``d_h``: head width), so the test
 holds for every ``L <= d_h``.
 
 :func:`fix` uses it to repair a near miss of the growing search (:mod:`._assign`): the best
@@ -43,9 +43,10 @@ _EXACT = 1e-10  # relative decomposition residual of an exact (noiseless, float6
 
 @dataclass(frozen=True)
 class KeySpan:
-    """Per ``(position, token)`` the first block's key and query ``(H, d_h)`` (``table``:
-    looked up lazily through ``embed``), and per token the Q and K coefficients ``(H, d_h)``
-    of its gradient (``targets``)."""
+    """The first block's key/query weights, the embedding ``tables`` and LayerNorm (keys and
+    queries of any token at any position), and per token of the batch its Q coefficient
+    (with a last coordinate 0: the softmax weights sum to zero) and K coefficient ``(H, *)``
+    (``targets``)."""
 
     heads: int
     targets: dict[int, tuple[torch.Tensor, torch.Tensor]]
@@ -54,30 +55,30 @@ class KeySpan:
     norm: torch.nn.Module
 
     def key_query(self, pos: int, tokens: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and queries ``(len(tokens), H, d_h)`` of ``tokens`` at ``pos``."""
+        """Keys, each with a last coordinate 1, ``(len(tokens), H, d_h + 1)`` and queries
+        ``(len(tokens), H, d_h)`` of ``tokens`` at ``pos``."""
         word, posit, seg = self.tables
         with torch.no_grad():
             z = self.norm(word[tokens] + posit[pos] + seg[0])
         wq, bq, wk, bk = self.weights
         k = (z @ wk.T + bk).reshape(len(tokens), self.heads, -1)
         q = (z @ wq.T + bq).reshape(len(tokens), self.heads, -1)
-        return k, q
+        return torch.cat([k, torch.ones_like(k[..., :1])], -1), q
 
     def columns(self, seq: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The sequence's key differences ``(H, d_h, L - 1)`` and queries ``(H, d_h, L)``."""
+        """The sequence's keys ``(H, d_h + 1, L)`` and queries ``(H, d_h, L)``."""
         kq = [self.key_query(t, [v]) for t, v in enumerate(seq)]
-        k = torch.cat([a for a, _ in kq])  # (L, H, dh)
+        k = torch.cat([a for a, _ in kq])  # (L, H, dh + 1)
         q = torch.cat([b for _, b in kq])
-        return (k[1:] - k[:1]).permute(1, 2, 0), q.permute(1, 2, 0)
+        return k.permute(1, 2, 0), q.permute(1, 2, 0)
 
     def residual(self, seq: list[int], anchors: list[int]) -> float:
         """Largest relative residual, over the ``anchors``' Q and K coefficients and the
-        heads, of their projection off the sequence's key-difference and query spans
-        (0 for the anchors' own sequence)."""
-        dk, q = self.columns(seq)
+        heads, of their projection off the sequence's key and query spans (0 for the
+        anchors' own sequence)."""
         worst = 0.0
-        for cols, part in ((dk, 0), (q, 1)):
-            y = torch.stack([self.targets[a][part] for a in anchors], -1)  # (H, dh, m)
+        for cols, part in zip(self.columns(seq), (0, 1), strict=True):
+            y = torch.stack([self.targets[a][part] for a in anchors], -1)  # (H, dim, m)
             sol = torch.linalg.lstsq(cols, y).solution
             r = (y - cols @ sol).norm(dim=1) / y.norm(dim=1).clamp_min(1e-300)
             worst = max(worst, float(r.max()))
@@ -126,10 +127,9 @@ def keyspan(
     if float((coef.T @ basis - g).norm()) > _EXACT * float(g.norm()):
         return None
     d = lin[0].out_features
-    targets = {
-        v: (coef[i, :d].reshape(heads, -1), coef[i, d:].reshape(heads, -1))
-        for i, v in enumerate(bag)
-    }
+    cq = coef[: len(bag), :d].reshape(len(bag), heads, -1)
+    cq = torch.cat([cq, torch.zeros_like(cq[..., :1])], -1)
+    targets = {v: (cq[i], coef[i, d:].reshape(heads, -1)) for i, v in enumerate(bag)}
     w = tuple(x for m in lin[:2] for x in (m.weight.detach().double(), m.bias.detach().double()))
     return KeySpan(heads, targets, w, (word, posit, seg), norm)  # type: ignore[arg-type]
 
@@ -162,8 +162,10 @@ def _pair_residuals(
         + aa[:, None, :, None] * by[None] ** 2
     ) / det
     # a pair of parallel vectors (det ~ 0): the better single one
-    single = torch.maximum(ay[:, None] ** 2 / aa[:, None, :, None].clamp_min(1e-300),
-                           by[None] ** 2 / bb[None, :, :, None].clamp_min(1e-300))
+    single = torch.maximum(
+        ay[:, None] ** 2 / aa[:, None, :, None].clamp_min(1e-300),
+        by[None] ** 2 / bb[None, :, :, None].clamp_min(1e-300),
+    )
     proj = torch.where(det > 1e-20 * (aa[:, None] * bb[None])[..., None], proj, single)
     scale = (y**2).sum(1).clamp_min(1e-300)  # (H, m)
     return ((yy - proj).clamp_min(0) / scale).sum((-1, -2))
@@ -193,33 +195,36 @@ def fix(
     rounds: int = 3,
     tol: float = 1e-12,
 ) -> tuple[list[int], float]:
-    """Repair ``seq`` (closed, ``[CLS] ... [SEP]``) by the anchors' key-span residual: each
+    """Repair ``seq`` (closed by the end token) by the anchors' key-span residual: each
     round makes the best change of one or two free positions (the anchors' positions and the
-    ends are kept) over ``cands``, at most ``rounds`` rounds, while the residual falls and is
+    end are kept) over ``cands``, at most ``rounds`` rounds, while the residual falls and is
     above ``tol``. Per pair of positions the other positions' span is projected out, so every
     candidate pair is scored in closed form. Returns the sequence and its residual (summed
     squared, relative, over heads and anchors; ~1e-26 for the anchors' own sequence)."""
     seq = list(seq)
     length = len(seq)
-    heads_dim = ks.targets[anchors[0][1]][0].shape[-1]
-    if length - 3 > heads_dim - 3:  # fewer than one constraint per head is left
+    if length > ks.targets[anchors[0][1]][1].shape[-1]:  # no constraint per head is left
         return seq, _total(ks, seq, [v for _, v in anchors])
     fixed = {t for t, _ in anchors}
-    free = [t for t in range(1, length - 1) if len(cands[t]) >= 2 and t not in fixed]
+    free = [t for t in range(length - 1) if len(cands[t]) >= 2 and t not in fixed]
     ys = [torch.stack([ks.targets[v][p] for _, v in anchors], -1) for p in (0, 1)]
     tabs = {t: ks.key_query(t, cands[t]) for t in free}
-    k0 = ks.key_query(0, [seq[0]])[0]
     best = _total(ks, seq, [v for _, v in anchors])
+    if len(free) == 1:  # no pair: every candidate at the one free position
+        t = free[0]
+        trials = [seq[:t] + [v] + seq[t + 1 :] for v in cands[t]]
+        scored = [(_total(ks, s, [v for _, v in anchors]), s) for s in trials]
+        low, out = min([(best, seq), *scored], key=lambda x: x[0])
+        return out, low
     for _ in range(rounds):
         if best <= tol:
             break
-        dk, q = ks.columns(seq)
+        cols = ks.columns(seq)
         top = (best, seq)
         for j1, j2 in itertools.combinations(free, 2):
-            u1 = _complement(_excluding(dk, (j1 - 1, j2 - 1)))
-            u2 = _complement(_excluding(q, (j1, j2)))
-            r = _pair_residuals(u1, tabs[j1][0] - k0, tabs[j2][0] - k0, ys[0])
-            r = r + _pair_residuals(u2, tabs[j1][1], tabs[j2][1], ys[1])
+            u = [_complement(_excluding(c, (j1, j2))) for c in cols]
+            r = _pair_residuals(u[0], tabs[j1][0], tabs[j2][0], ys[0])
+            r = r + _pair_residuals(u[1], tabs[j1][1], tabs[j2][1], ys[1])
             i = int(r.argmin())
             val = float(r.flatten()[i])
             if val < top[0]:
