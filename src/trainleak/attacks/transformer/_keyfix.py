@@ -4,12 +4,8 @@ repair of :func:`._keyspan.fix` followed by the span check."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from trainleak.attacks.transformer._keyspan import fix
-
-if TYPE_CHECKING:
-    from trainleak.attacks.transformer._assign import Assignment
+from trainleak.attacks.transformer._state import Assignment
 
 
 def rescue(state: Assignment, attempts: list[list[int]]) -> tuple[list[int], float, float] | None:
