@@ -11,8 +11,8 @@ import random
 import pytest
 
 from language_fixtures import WORDS, tiny_bert, tiny_release
-from trainleak.attacks.transformer._assign import Assignment, grow, lengths_from, repair
-from trainleak.attacks.transformer._keyfix import complete
+from trainleak.attacks.transformer._assign import Assignment, lengths_from, repair
+from trainleak.attacks.transformer._keyfix import complete, rescue
 from trainleak.attacks.transformer._keyspan import fix
 from trainleak.attacks.transformer._localise import placed_candidates
 from trainleak.attacks.transformer._spans import build_spans
@@ -81,9 +81,10 @@ def test_key_span_is_off_under_noise_and_on_decoders() -> None:
 
 
 def test_pair_repair_recovers_what_the_single_change_repair_cannot() -> None:
-    """18 fixed corruptions (4 tokens replaced by other candidates) of the three longer
-    sequences, each anchored on one of its once-occurring tokens: the key-span pair repair
-    recovers all 18, the steepest single-change repair of ``J`` 14."""
+    """18 fixed corruptions (6 tokens replaced by other candidates, or every free one) of the
+    three longer sequences, each anchored on one of its once-occurring tokens: the key-span
+    pair repair recovers all 18, the steepest single-change repair of ``J`` 11 (run alone;
+    its count moves with the float path, as in the retrace test)."""
     seqs, spans, inner, lengths = _setup()
     rng = random.Random(0)
     keys = spans.keys
@@ -96,36 +97,37 @@ def test_pair_repair_recovers_what_the_single_change_repair_cannot() -> None:
         free = [t for t in range(1, len(seq) - 1) if len(inner[t]) >= 2 and t != anchor[0]]
         for _ in range(6):
             wrong = list(seq)
-            for t in rng.sample(free, 4):
+            for t in rng.sample(free, min(6, len(free))):
                 wrong[t] = rng.choice([v for v in inner[t] if v != seq[t]])
-            paired += fix(keys, wrong, [anchor], inner, rounds=4)[0] == seq
+            paired += fix(keys, wrong, [anchor], inner, rounds=6)[0] == seq
             state = Assignment(spans, inner, lengths, 1e-12, 1e-3)
             single += repair(state, wrong, *state.score([wrong])[0])[0] == seq
-    assert paired >= 17
-    assert single <= 15
+    assert paired >= 17, (paired, single)
+    assert single <= 15, (paired, single)
 
 
-def test_a_failed_growth_is_rescued_by_the_key_span_repair() -> None:
-    """Anchored growths with one sweep and no steepest repair: with the key-span rescue they
-    end exact on all three longer sequences, without it (the same growths, ``keys`` removed)
-    on one (the other two end 2 and 3 tokens wrong)."""
+def test_a_failed_attempt_is_rescued_by_the_key_span_repair() -> None:
+    """A pinned growth's failed attempts (each longer sequence with three free tokens
+    replaced) are returned exact by the rescue, after one span check each; without the
+    key-span test (``keys`` removed) there is no rescue."""
     seqs, spans, inner, lengths = _setup()
-    plain = dataclasses.replace(spans, keys=None)
-    wins = {True: 0, False: 0}
+    rng = random.Random(1)
     for b in (1, 2, 3):
+        seq = seqs[b]
         anchor = next((t, v) for c, t, v in _once(seqs) if c == b and t >= 2)
-        for with_keys in (True, False):
-            state = Assignment(spans if with_keys else plain, inner, lengths, 1e-12, 1e-3)
-            state.repair = 0
-            state.pin = anchor
-            row = state.cands[anchor[0]]
-            state.cands[anchor[0]] = [anchor[1]]
-            start = [r[0] if r else spans.end_id for r in inner]
-            start[anchor[0]] = anchor[1]
-            wins[with_keys] += grow(state, start, 1)[0] == seqs[b]
-            state.cands[anchor[0]] = row
-    assert wins[True] >= wins[False] + 1, wins
-    assert wins[True] == 3, wins
+        free = [t for t in range(1, len(seq) - 1) if len(inner[t]) >= 2 and t != anchor[0]]
+        wrong = list(seq)
+        for t in rng.sample(free, 3):
+            wrong[t] = rng.choice([v for v in inner[t] if v != seq[t]])
+        state = Assignment(spans, inner, lengths, 1e-12, 1e-3)
+        state.pin = anchor
+        got = rescue(state, [wrong])
+        assert got is not None and got[0] == seq, b
+        assert got[2] < 1e-8
+        assert state.evaluated == 1
+        plain = Assignment(dataclasses.replace(spans, keys=None), inner, lengths, 1e-12, 1e-3)
+        plain.pin = anchor
+        assert rescue(plain, [wrong]) is None
 
 
 def test_the_last_sequence_is_completed_from_its_unheld_sites() -> None:

@@ -90,8 +90,9 @@ def keyspan(
 ) -> KeySpan | None:
     """The key-span data of a noiseless BERT-style update (``module``: the attacker's float64
     copy, ``layer``: its first block's Q/K/V); ``None`` when the model has no BERT embedding
-    tables, its Q/K/V are not plain ``Linear`` layers, or the gradient does not decompose
-    exactly (noise)."""
+    tables, its Q/K/V are not plain ``Linear`` layers, every word-embedding row has a
+    gradient (noise), the batch's tokens and positions leave no direction of the width
+    free, or the gradient does not decompose exactly."""
     mods = dict(module.named_modules())
     parts = {}
     for name, mod in mods.items():
@@ -114,7 +115,13 @@ def keyspan(
     grad = release.update.get(next(n for n in mods if n.endswith("word_embeddings")) + ".weight")
     if heads <= 0 or grad is None or not isinstance(norm, torch.nn.LayerNorm):
         return None
-    bag = torch.nonzero(grad.detach().double().norm(dim=1) > 0).flatten().tolist()
+    norms = grad.detach().double().norm(dim=1)
+    bag = torch.nonzero(norms > 0).flatten().tolist()
+    width = int(word.shape[1])
+    # noise leaves no row exactly zero; with as many directions as the width every
+    # gradient decomposes and exactness tests nothing
+    if len(bag) == len(norms) or len(bag) + release.max_length + 2 >= width:
+        return None
     gain, bias = norm.weight.detach().double(), norm.bias.detach().double()
 
     def centred(x: torch.Tensor) -> torch.Tensor:
