@@ -1,7 +1,8 @@
 """Trace of the noiseless encoder search (issue 14): DAGER's restarted, anchored, growing
 search on all-MiniLM-L6-v2 (B = 8 WikiText-2 sentences, float64 client), one line per
-restart: the length returned, ``J`` per position, the worst span distance, whether it is a
-true sequence, how many are accepted, seconds and sequences evaluated. It runs the search
+restart (a growth, or the key-span completion of the last sequence): the length returned,
+``J`` per position, the worst span distance, whether it is a true sequence, how many are
+accepted, seconds and sequences evaluated. It runs the search
 alone (no continuous stage), with DAGER's settings (6 B restarts, 4 sweeps, eps 1e-12,
 acceptance 1e-3), so a batch's exact count is visible long before a full benchmark row ends.
 
@@ -30,6 +31,23 @@ from trainleak.systems.transformer_clients import wikitext_sentences
 OUT = Path(__file__).resolve().parent / "results"
 
 
+def _record(rows: list[dict], got, st, seqs, start: float, kind: str) -> None:  # type: ignore[no-untyped-def]
+    seq, j, worst = got
+    rows.append(
+        {
+            "kind": kind,
+            "length": len(seq),
+            "j_per_position": j / len(seq),
+            "worst": worst,
+            "true": seq in seqs,
+            "accepted_before": len(st.accepted),
+            "seconds": time.perf_counter() - start,
+            "evaluated": st.evaluated,
+        }
+    )
+    print(rows[-1], flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--text-seed", type=int, default=0)
@@ -53,27 +71,26 @@ def main() -> None:
     start = time.perf_counter()
     plain = _assign.grow
 
+    plain_complete = _assign.complete
+
+    def completed(st: _assign.Assignment, body: list[int]):  # type: ignore[no-untyped-def]
+        got = plain_complete(st, body)
+        if got is not None:  # the last sequence completed by the key-span repair
+            _record(rows, got, st, seqs, start, "completion")
+        return got
+
     def traced(st: _assign.Assignment, body: list[int], sweeps: int):  # type: ignore[no-untyped-def]
-        seq, j, worst = plain(st, body, sweeps)
-        rows.append(
-            {
-                "length": len(seq),
-                "j_per_position": j / len(seq),
-                "worst": worst,
-                "true": seq in seqs,
-                "accepted_before": len(st.accepted),
-                "seconds": time.perf_counter() - start,
-                "evaluated": st.evaluated,
-            }
-        )
-        print(rows[-1], flush=True)
-        return seq, j, worst
+        got = plain(st, body, sweeps)
+        _record(rows, got, st, seqs, start, "growth")
+        return got
 
     _assign.grow = traced  # the anchored growths call it through the module
+    _assign.complete = completed
     try:
         out = _assign.search(state, 8, [], args.restarts, 4, torch.Generator().manual_seed(0))
     finally:
         _assign.grow = plain
+        _assign.complete = plain_complete
     res = {
         "text_seed": args.text_seed,
         "n": args.length,
@@ -91,10 +108,11 @@ def main() -> None:
     (OUT / f"{name}.json").write_text(json.dumps(res, indent=2))
     head = {k: v for k, v in res.items() if k != "restarts"}
     lines = [f"# Encoder search trace, MiniLM, {name}", "", "```", json.dumps(head), "```", ""]
-    lines += ["| restart | length | J/l | worst | true | accepted before | s |", "|---" * 7 + "|"]
+    lines += ["| restart | kind | length | J/l | worst | true | accepted before | s |"]
+    lines += ["|---" * 8 + "|"]
     for i, r in enumerate(rows):
         lines.append(
-            f"| {i} | {r['length']} | {r['j_per_position']:.2f} | {r['worst']:.3f} | "
+            f"| {i} | {r['kind']} | {r['length']} | {r['j_per_position']:.2f} | {r['worst']:.3f} | "
             f"{r['true']} | {r['accepted_before']} | {r['seconds']:.0f} |"
         )
     (OUT / f"{name}.md").write_text("\n".join(lines) + "\n")

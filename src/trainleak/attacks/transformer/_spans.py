@@ -17,6 +17,7 @@ from typing import Literal
 
 import torch
 
+from trainleak.attacks.transformer._keyspan import KeySpan, keyspan
 from trainleak.attacks.transformer._model import (
     TokenLayer,
     layer_gradient,
@@ -36,7 +37,8 @@ class Spans:
     """Subspaces (with each direction's share of the singular values), the attacker's model
     and the layer-1 distance table ``(n, V)``. ``tokens``: the tolerance rank of the layer-2
     gradient, which without noise is the number of scored positions in the batch (each feeds
-    its own input; with ``B * n`` below the width they are independent)."""
+    its own input; with ``B * n`` below the width they are independent). ``keys``: the first
+    block's key-span test (:mod:`._keyspan`; noiseless BERT-style encoders only)."""
 
     module: torch.nn.Module
     layers: tuple[TokenLayer, TokenLayer]
@@ -47,6 +49,7 @@ class Spans:
     end_id: int
     pad_id: int
     tokens: int | None = None
+    keys: KeySpan | None = None
 
     @property
     def positions(self) -> int:
@@ -141,7 +144,8 @@ def build_spans(
     # every scored position feeds the layer-2 gradient its own input: with B*n below the
     # width, the tolerance rank counts the batch's tokens (exact only without noise)
     tokens = int(row_space(grads[1], None, tol).shape[1])
-    return Spans(module, layers, bases, weights, table, causal, int(end), int(pad), tokens)  # type: ignore[arg-type]
+    keys = None if causal else keyspan(release, module, layers[0])
+    return Spans(module, layers, bases, weights, table, causal, int(end), int(pad), tokens, keys)  # type: ignore[arg-type]
 
 
 def _token_distances(z: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:
