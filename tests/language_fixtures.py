@@ -14,6 +14,9 @@ from functools import lru_cache
 
 import torch
 
+from trainleak.attacks.transformer._assign import lengths_from
+from trainleak.attacks.transformer._localise import placed_candidates
+from trainleak.attacks.transformer._spans import build_spans
 from trainleak.models.language import (
     LanguageModel,
     fine_tune,
@@ -147,3 +150,28 @@ def tiny_release(
 def tiny_transformer_update() -> tuple[TransformerUpdate, Knowledge]:
     """A noiseless encoder release of 2 sequences (conformance)."""
     return tiny_release(batch=2, length=6)[1], Knowledge()
+
+
+def alternating_texts(lengths: tuple[int, ...]) -> list[str]:
+    """One sentence per length, a common word (of three) at every other position and a word
+    used nowhere else between them, so the common words stay candidates at most positions."""
+    unique = iter(WORDS[3:])
+    return [
+        " ".join(WORDS[(k + b) % 3] if (k + b) % 2 == 0 else next(unique) for k in range(n))
+        for b, n in enumerate(lengths)
+    ]
+
+
+@functools.cache
+def search_setup(lengths: tuple[int, ...], n: int):  # type: ignore[no-untyped-def]
+    """The tiny BERT's noiseless release of ``alternating_texts(lengths)`` cut to ``n``
+    tokens, with what the encoder search starts from: the batch, the exact spans, the placed
+    candidates per position without [SEP], and the lengths they allow."""
+    batch, rel = client_release(tiny_bert(), alternating_texts(lengths), n)
+    spans = build_spans(rel, batch=rel.batch_size, rank="tolerance", tol=None, exact=True)
+    placed = placed_candidates(rel)
+    if placed is None:
+        raise AssertionError("the noiseless tiny BERT release must place its tokens")
+    full = [sorted(p) for p in placed]
+    inner = [[v for v in row if v != spans.end_id] for row in full]
+    return batch, spans, inner, lengths_from(full, spans.end_id)

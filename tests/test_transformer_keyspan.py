@@ -5,40 +5,23 @@ it recovers near misses that the steepest single-change repair of ``J`` cannot."
 from __future__ import annotations
 
 import dataclasses
-import functools
 import random
 
 import pytest
 
-from language_fixtures import WORDS, tiny_bert, tiny_release
-from trainleak.attacks.transformer._assign import Assignment, lengths_from, repair
+from language_fixtures import search_setup, tiny_release
+from trainleak.attacks.transformer._assign import Assignment, repair
 from trainleak.attacks.transformer._keyfix import complete, rescue
 from trainleak.attacks.transformer._keyspan import fix
-from trainleak.attacks.transformer._localise import placed_candidates
 from trainleak.attacks.transformer._spans import build_spans
-from trainleak.scenarios.transformer_gradients import client_release
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
-def _texts() -> list[str]:
-    """Four sentences of 4, 7, 10 and 13 words, a common word at every other position."""
-    unique = iter(WORDS[3:])
-    return [
-        " ".join(WORDS[(k + b) % 3] if (k + b) % 2 == 0 else next(unique) for k in range(n))
-        for b, n in enumerate((4, 7, 10, 13))
-    ]
-
-
-@functools.cache
 def _setup():  # type: ignore[no-untyped-def]
-    batch, rel = client_release(tiny_bert(), _texts(), 15)
-    spans = build_spans(rel, batch=rel.batch_size, rank="tolerance", tol=None, exact=True)
-    placed = placed_candidates(rel)
-    assert placed is not None
-    full = [sorted(p) for p in placed]
-    inner = [[v for v in row if v != spans.end_id] for row in full]
-    return batch.sequences(), spans, inner, lengths_from(full, spans.end_id)
+    """Four sentences of 4, 7, 10 and 13 words (``alternating_texts``), cut to 15 tokens."""
+    batch, spans, inner, lengths = search_setup((4, 7, 10, 13), 15)
+    return batch.sequences(), spans, inner, lengths
 
 
 def _once(seqs: list[list[int]]) -> list[tuple[int, int, int]]:

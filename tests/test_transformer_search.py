@@ -12,7 +12,7 @@ import random
 import pytest
 import torch
 
-from language_fixtures import WORDS, tiny_bert
+from language_fixtures import WORDS, search_setup, tiny_bert
 from trainleak.attacks.transformer import _spans
 from trainleak.attacks.transformer._assign import (
     Assignment,
@@ -108,25 +108,10 @@ def test_descent_repairs_a_wrong_token() -> None:
     assert j < 9 * math.log(1e-11)
 
 
-def _unequal_texts() -> list[str]:
-    """Four sentences of 3, 6, 9 and 12 words, common words at every other position (so [SEP]
-    and the common words stay candidates at most positions)."""
-    unique = iter(WORDS[3:])
-    return [
-        " ".join(WORDS[(k + b) % 3] if (k + b) % 2 == 0 else next(unique) for k in range(n))
-        for b, n in enumerate((3, 6, 9, 12))
-    ]
-
-
-@functools.cache
 def _unequal():  # type: ignore[no-untyped-def]
-    batch, rel = client_release(tiny_bert(), _unequal_texts(), 14)
-    spans = build_spans(rel, batch=rel.batch_size, rank="tolerance", tol=None, exact=True)
-    placed = placed_candidates(rel)
-    assert placed is not None
-    full = [sorted(p) for p in placed]
-    inner = [[v for v in row if v != spans.end_id] for row in full]
-    return batch, spans, inner, lengths_from(full, spans.end_id)
+    """Four sentences of 3, 6, 9 and 12 words (``alternating_texts``: [SEP] and the common
+    words stay candidates at most positions), cut to 14 tokens."""
+    return search_setup((3, 6, 9, 12), 14)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
