@@ -120,12 +120,20 @@ def attacks(cfg: InversionConfig, flip: bool) -> dict[str, object]:
 
 
 def attack_rows(
-    name: str, family: str, rec: Reconstruction, attack: str, s: Setup, seed: int
+    name: str,
+    family: str,
+    rec: Reconstruction,
+    attack: str,
+    s: Setup,
+    seed: int,
+    scores: dict[str, AttackAccuracy] | None = None,
 ) -> list[AttackRow]:
-    """Score one reconstruction set under every evaluator (and dlib when on)."""
+    """Score one reconstruction set under every evaluator (and dlib when on); ``scores``:
+    the evaluators' verdicts when the caller has them already (``scenarios.score``)."""
     c = s.task.num_classes
     rows = []
-    scores: dict[str, AttackAccuracy] = score(rec.inputs, rec.labels, s.evaluators, c, seed)  # type: ignore[arg-type]
+    if scores is None:
+        scores = score(rec.inputs, rec.labels, s.evaluators, c, seed)  # type: ignore[arg-type]
     for ev, a in scores.items():
         rows.append(
             AttackRow(

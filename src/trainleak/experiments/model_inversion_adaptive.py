@@ -41,7 +41,7 @@ from trainleak.experiments.model_inversion_claims import (
 )
 from trainleak.metrics.intervals import paired_class_ratio_interval
 from trainleak.progress import Progress
-from trainleak.scenarios.inversion_targets import recipe, train_target
+from trainleak.scenarios.inversion_targets import recipe, score, train_target
 
 Hits = dict[tuple[str, str], tuple[tuple[float, ...], tuple[int, ...]]]
 
@@ -76,14 +76,11 @@ def _one_target(
     hits: Hits = {}
     for k, atk in attacks(cfg, flip=cfg.dataset == "orl").items():
         rec = atk(target.release, s.knowledge, seed=seed + 1)  # type: ignore[operator]
-        got = attack_rows(name, name, rec, k, s, cfg.seed)
-        rows += got
-        for ev, release in s.evaluators.items():
-            pred = release.model()(rec.inputs).argmax(1)
-            hits[(k, ev)] = (
-                tuple(float(v) for v in (pred == rec.labels).double()),
-                tuple(int(c) for c in rec.labels),
-            )
+        scores = score(rec.inputs, rec.labels, s.evaluators, s.task.num_classes, cfg.seed)  # type: ignore[arg-type]
+        rows += attack_rows(name, name, rec, k, s, cfg.seed, scores)
+        classes = tuple(int(c) for c in rec.labels)
+        for ev, a in scores.items():
+            hits[(k, ev)] = (a.hits, classes)
         if k == "adaptive" and name in ("standard", cfg.targets[-1]):
             images[f"grid_{name}"] = class_grid(
                 rec.inputs, rec.labels, *s.task.private, s.task.num_classes, min(cfg.final, 4)
