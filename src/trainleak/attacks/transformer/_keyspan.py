@@ -72,17 +72,21 @@ class KeySpan:
         q = torch.cat([b for _, b in kq])
         return k.permute(1, 2, 0), q.permute(1, 2, 0)
 
-    def residual(self, seq: list[int], anchors: list[int]) -> float:
-        """Largest relative residual, over the ``anchors``' Q and K coefficients and the
-        heads, of their projection off the sequence's key and query spans (0 for the
-        anchors' own sequence)."""
-        worst = 0.0
+    def relative_sq(self, seq: list[int], anchors: list[int]) -> list[torch.Tensor]:
+        """Per part (Q coefficients off the keys, K coefficients off the queries), the
+        squared relative residual ``(H, m)`` of the ``anchors``' coefficients projected off
+        the sequence's span, per head and anchor (0 for the anchors' own sequence)."""
+        out = []
         for cols, part in zip(self.columns(seq), (0, 1), strict=True):
             y = torch.stack([self.targets[a][part] for a in anchors], -1)  # (H, dim, m)
             sol = torch.linalg.lstsq(cols, y).solution
-            r = (y - cols @ sol).norm(dim=1) / y.norm(dim=1).clamp_min(1e-300)
-            worst = max(worst, float(r.max()))
-        return worst
+            out.append(((y - cols @ sol) ** 2).sum(1) / (y**2).sum(1).clamp_min(1e-300))
+        return out
+
+    def residual(self, seq: list[int], anchors: list[int]) -> float:
+        """Largest relative residual (a norm ratio) over both parts, the heads and the
+        anchors (:meth:`relative_sq`)."""
+        return max(float(r.max()) for r in self.relative_sq(seq, anchors)) ** 0.5
 
 
 def keyspan(
@@ -185,13 +189,7 @@ def _excluding(cols: torch.Tensor, drop: tuple[int, ...]) -> torch.Tensor:
 
 def _total(ks: KeySpan, seq: list[int], anchors: list[int]) -> float:
     """Summed squared relative residual of the anchors' coefficients off the spans."""
-    out = 0.0
-    for cols, part in zip(ks.columns(seq), (0, 1), strict=True):
-        y = torch.stack([ks.targets[a][part] for a in anchors], -1)
-        sol = torch.linalg.lstsq(cols, y).solution
-        r = ((y - cols @ sol) ** 2).sum(1) / (y**2).sum(1).clamp_min(1e-300)
-        out += float(r.sum())
-    return out
+    return sum(float(r.sum()) for r in ks.relative_sq(seq, anchors))
 
 
 def fix(
