@@ -366,6 +366,14 @@ def _markdown(summary: Mapping[str, Any]) -> str:
     lines = ["# Model inversion benchmark (ORL faces, 20 private identities, 32x32)", ""]
     for key in sorted(k for k in summary if k.startswith("adaptive")):
         lines += _adaptive_md(key, summary[key])
+    # earlier runs that stored image counts only (kept for their rows; never pooled)
+    for key in sorted(k for k in summary if k.startswith("counts_only_adaptive")):
+        lines += [
+            f"{key}: an earlier run that stored no per-class hits, so it is not pooled; its "
+            "intervals are those of the code that ran it (the README says which count images)",
+            "",
+        ]
+        lines += _adaptive_md(key, summary[key])
     if summary.get("ceilings"):
         lines += [
             "held-out private faces (images 9-10): what each evaluator credits on the real faces "
