@@ -28,10 +28,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from trainleak.audit.serialize import to_jsonable
 from trainleak.experiments import atat_privacy, model_inversion_adaptive
@@ -42,8 +46,12 @@ from trainleak.experiments.model_inversion_claims import (
     ModelInversionAdaptiveConfig,
 )
 from trainleak.metrics.face_identity import identity_score
-from trainleak.metrics.intervals import wilson_interval
-from trainleak.metrics.inversion import attack_accuracy, decoder_projection, ratio_interval
+from trainleak.metrics.intervals import (
+    class_bootstrap_interval,
+    crossed_class_interval,
+    paired_crossed_ratio_interval,
+)
+from trainleak.metrics.inversion import attack_accuracy, decoder_projection
 
 OUT = Path(__file__).parent / "results"
 ORL: dict[str, Any] = {"dataset": "orl", "dlib": True}
@@ -92,6 +100,17 @@ def summarise_adaptive(res: Mapping[str, Any], wall: float) -> dict[str, Any]:
         f"{r['target']}/{r['attack']}": [round(r["acc1"] * r["n"]), r["n"]]
         for r in _rows(att, evaluator="standard")
     }
+    out["class_hits"] = {
+        ev: {
+            f"{r['target']}/{r['attack']}": {
+                "hits": [int(v) for v in r["hits"].split()],
+                "images": [int(v) for v in r["images"].split()],
+            }
+            for r in res["tables"].get("class_hits", [])
+            if r["evaluator"] == ev
+        }
+        for ev in sorted({r["evaluator"] for r in res["tables"].get("class_hits", [])})
+    }
     factors = [r for r in leak if r["evaluator"] == "standard" and r["target"] != "standard"]
     best = max(factors, key=lambda r: r["factor"], default=None)
     out["leakage"] = {r["target"]: [r["factor"], r["lo"], r["hi"]] for r in factors}
@@ -121,35 +140,122 @@ def ceilings(cfg: ModelInversionAdaptiveConfig) -> dict[str, Any]:
     return out
 
 
-def _hits(k: int, n: int) -> list[float]:
-    return [1.0] * k + [0.0] * (n - k)
+_REPLICATE = re.compile(r"adaptive(_tseed(\d+))?")
 
 
-def pooled(summary: Mapping[str, Any]) -> dict[str, Any]:
+def _replicate_seed(key: str, run: Mapping[str, Any]) -> int | None:
+    """The target seed of a replicate run (``adaptive`` or ``adaptive_tseedN``; recorded, else
+    from its key, ``adaptive``: seed 0); ``None`` for any other key."""
+    got = _REPLICATE.fullmatch(key)
+    if got is None:
+        return None
+    if "target_seed" in run:
+        return int(run["target_seed"])
+    return int(got.group(2)) if got.group(2) else 0
+
+
+def _images(entries: list[tuple[int, Mapping[str, list[int]]]]) -> tuple[list[float], ...]:
+    """Per-image outcomes, classes and replicates from per-class hit counts."""
+    hits: list[float] = []
+    classes: list[float] = []
+    reps: list[float] = []
+    for rep, e in entries:
+        for c, (k, n) in enumerate(zip(e["hits"], e["images"], strict=True)):
+            hits += [1.0] * k + [0.0] * (n - k)
+            classes += [c] * n
+            reps += [rep] * n
+    return hits, classes, reps
+
+
+def _rate(e: Mapping[str, list[int]]) -> float:
+    return sum(e["hits"]) / sum(e["images"])
+
+
+def _between_seed_r(entries: list[tuple[int, Mapping[str, list[int]]]]) -> float:
+    """Mean Pearson correlation, over pairs of replicates, of the per-class hit rates: how
+    much a class's difficulty carries from one target seed to another (NaN where a replicate
+    has no spread)."""
+    rates = [np.array(e["hits"]) / np.maximum(np.array(e["images"]), 1) for _, e in entries]
+    rs = [
+        float(np.corrcoef(a, b)[0, 1])
+        for i, a in enumerate(rates)
+        for b in rates[i + 1 :]
+        if a.std() > 0 and b.std() > 0
+    ]
+    return float(np.mean(rs)) if rs else math.nan
+
+
+def pooled(summary: Mapping[str, Any], evaluator: str = "standard") -> dict[str, Any]:
     """Target replicates pooled: the run ``adaptive`` and every ``adaptive_tseed*`` run (same
-    prior and evaluators, other target seeds). The undefended target's Acc@1 per attack with a
-    Wilson interval, and each defense's leakage factor with its bootstrap interval, over the
-    pooled images (the interval counts images, not seeds: the spread between seeds is listed
-    beside it)."""
-    runs = [k for k in summary if k == "adaptive" or k.startswith("adaptive_tseed")]
-    counts: dict[str, list[tuple[int, int]]] = {}
-    for k in runs:
-        for key, (hit, n) in summary[k].get("counts", {}).items():
-            counts.setdefault(key, []).append((hit, n))
-    out: dict[str, Any] = {"runs": runs}
-    for key, got in counts.items():
+    prior and evaluators, other target seeds; one run per seed), from each run's per-class hits
+    under ``evaluator``. Runs that stored only image counts are left out and listed under
+    ``skipped``: their images cannot be grouped by class.
+
+    The units are the classes, crossed with the seeds: the same 20 identities are attacked on
+    every replicate target, an attack's images of one class are near-copies and a class that
+    is hard on one target tends to be hard on the others (``between_seed_r``), so neither
+    images, nor classes within seeds, nor (seed, class) cells are independent. Each interval
+    (``lo``, ``hi``) is the crossed (pigeonhole) bootstrap, resampling classes and seeds
+    (``metrics.intervals.crossed_class_interval``); ``fixed_seeds`` resamples classes only,
+    each with all its seeds; ``cells`` treats every (seed, class) cell as a unit (too narrow
+    when classes carry over, shown for comparison). Leakage factors adaptive/standard keep the
+    pairing by class and seed (``paired_crossed_ratio_interval``)."""
+    runs: list[str] = []
+    skipped: list[str] = []
+    seeds: set[int] = set()
+    entries: dict[str, list[tuple[int, Mapping[str, list[int]]]]] = {}
+    for key in sorted(summary):
+        run, seed = summary[key], _replicate_seed(key, summary[key])
+        if seed is None:
+            continue
+        got = run.get("class_hits", {}).get(evaluator)
+        if not got or seed in seeds:
+            skipped.append(key)
+            continue
+        runs.append(key)
+        seeds.add(seed)
+        for name, e in got.items():
+            entries.setdefault(name, []).append((seed, e))
+    out: dict[str, Any] = {
+        "runs": runs,
+        "skipped": skipped,
+        "evaluator": evaluator,
+        "interval": "crossed class x seed bootstrap",
+    }
+    for name, got in entries.items():
         if len(got) < 2:
             continue
-        k, n = sum(h for h, _ in got), sum(m for _, m in got)
-        lo, hi = wilson_interval(k, n)
-        out[key] = {"acc1": k / n, "lo": lo, "hi": hi, "per_run": [h / m for h, m in got]}
-    for key in list(out):
-        target, _, attack = key.partition("/")
+        h, c, r = _images(got)
+        lo, hi = crossed_class_interval(h, c, r)
+        cells = [rep * 1000 + cls for cls, rep in zip(c, r, strict=True)]
+        out[name] = {
+            "acc1": float(np.mean(h)),
+            "lo": lo,
+            "hi": hi,
+            "fixed_seeds": list(crossed_class_interval(h, c, r, resample_replicates=False)),
+            "cells": list(class_bootstrap_interval(h, cells)),
+            "per_run": [_rate(e) for _, e in got],
+            "between_seed_r": _between_seed_r(got),
+        }
+    for name in [k for k in out if k.endswith("/adaptive")]:
+        target = name.rpartition("/")[0]
         std = f"{target}/standard"
-        if attack == "adaptive" and std in out:
-            num = [v for h, m in counts[key] for v in _hits(h, m)]
-            den = [v for h, m in counts[std] for v in _hits(h, m)]
-            out[f"factor/{target}"] = list(ratio_interval(num, den))
+        if std not in out:
+            continue
+        num, den = _images(entries[name]), _images(entries[std])
+        f, lo, hi = paired_crossed_ratio_interval(num, den)
+        _, flo, fhi = paired_crossed_ratio_interval(num, den, resample_replicates=False)
+        per_run = [
+            _rate(a) / _rate(b) if _rate(b) > 0 else math.inf
+            for (_, a), (_, b) in zip(entries[name], entries[std], strict=True)
+        ]
+        out[f"factor/{target}"] = {
+            "factor": f,
+            "lo": lo,
+            "hi": hi,
+            "fixed_seeds": [flo, fhi],
+            "per_run": per_run,
+        }
     return out
 
 
@@ -218,22 +324,55 @@ def _atat_md(t: Mapping[str, Any]) -> list[str]:
 
 
 def _pooled_md(p: Mapping[str, Any]) -> list[str]:
-    lines = [f"pooled over target seeds ({', '.join(p['runs'])}), standard evaluator:", ""]
-    lines += ["| target/attack | Acc@1 [95% CI] | per run |", "|---|---|---|"]
+    lines = [
+        f"pooled over target seeds ({', '.join(p['runs'])}), {p['evaluator']} evaluator; "
+        "intervals: crossed class x seed bootstrap (classes only, seeds fixed)"
+        + (
+            f"; left out (a seed already pooled, or no per-class hits): {', '.join(p['skipped'])}"
+            if p["skipped"]
+            else ""
+        ),
+        "",
+    ]
+    lines += [
+        "| target/attack | Acc@1 [95% CI] | classes only | per run | between-seed r |",
+        "|---|---|---|---|---|",
+    ]
     for k, v in p.items():
-        if isinstance(v, dict):
+        if isinstance(v, dict) and not k.startswith("factor/"):
             runs = ", ".join(f"{a:.3f}" for a in v["per_run"])
-            lines.append(f"| {k} | {v['acc1']:.3f} [{v['lo']:.3f}, {v['hi']:.3f}] | {runs} |")
-    lines += ["", "| defense | pooled leakage factor [95% CI] |", "|---|---|"]
+            fs = v["fixed_seeds"]
+            lines.append(
+                f"| {k} | {v['acc1']:.3f} [{v['lo']:.3f}, {v['hi']:.3f}] | "
+                f"[{fs[0]:.3f}, {fs[1]:.3f}] | {runs} | {v['between_seed_r']:.2f} |"
+            )
+    lines += [
+        "",
+        "| defense | pooled leakage factor [95% CI] | classes only | per run |",
+        "|---|---|---|---|",
+    ]
     for k, v in p.items():
         if k.startswith("factor/"):
-            lines.append(f"| {k[7:]} | {v[0]:.2f} [{v[1]:.2f}, {v[2]:.2f}] |")
+            runs = ", ".join(f"{a:.2f}" for a in v["per_run"])
+            fs = v["fixed_seeds"]
+            lines.append(
+                f"| {k[7:]} | {v['factor']:.2f} [{v['lo']:.2f}, {v['hi']:.2f}] | "
+                f"[{fs[0]:.2f}, {fs[1]:.2f}] | {runs} |"
+            )
     return lines + [""]
 
 
 def _markdown(summary: Mapping[str, Any]) -> str:
     lines = ["# Model inversion benchmark (ORL faces, 20 private identities, 32x32)", ""]
     for key in sorted(k for k in summary if k.startswith("adaptive")):
+        lines += _adaptive_md(key, summary[key])
+    # earlier runs that stored image counts only (kept for their rows; never pooled)
+    for key in sorted(k for k in summary if k.startswith("counts_only_adaptive")):
+        lines += [
+            f"{key}: an earlier run that stored no per-class hits, so it is not pooled; its "
+            "intervals are those of the code that ran it (the README says which count images)",
+            "",
+        ]
         lines += _adaptive_md(key, summary[key])
     if summary.get("ceilings"):
         lines += [
@@ -269,9 +408,13 @@ def _run_both(
     new: dict[str, Any] = {}
     if only in (None, "adaptive"):
         start = time.perf_counter()
-        res = model_inversion_adaptive.run(ModelInversionAdaptiveConfig(**ada_cfg))
+        cfg = ModelInversionAdaptiveConfig(**ada_cfg)
+        res = model_inversion_adaptive.run(cfg)
         new["adaptive" + tag] = summarise_adaptive(_plain(res), time.perf_counter() - start)
         new["adaptive" + tag]["device"] = device
+        new["adaptive" + tag]["target_seed"] = (
+            cfg.seed if cfg.target_seed is None else cfg.target_seed
+        )
     if only in (None, "adaptive", "ceilings") and not tag:
         new["ceilings"] = ceilings(ModelInversionAdaptiveConfig(**ada_cfg))
     if only in (None, "atat"):
@@ -292,7 +435,12 @@ def _number(text: str) -> int | float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", choices=["adaptive", "atat", "ceilings"], default=None)
+    parser.add_argument(
+        "--only",
+        choices=["adaptive", "atat", "ceilings", "pool"],
+        default=None,
+        help="one part; 'pool' only re-pools the recorded replicates",
+    )
     parser.add_argument(
         "--targets",
         nargs="+",
@@ -335,7 +483,11 @@ def main() -> None:
         atat_cfg["atat_weights"] = args.atat_weights
     if args.atat_eps:
         atat_cfg["atat_eps"] = args.atat_eps
-    new = _run_both(args.only, args.tag, args.device, ada_cfg, atat_cfg)
+    new = (
+        {}
+        if args.only == "pool"
+        else _run_both(args.only, args.tag, args.device, ada_cfg, atat_cfg)
+    )
     if args.smoke:
         walls = {k: v["wall_s"] for k, v in new.items() if "wall_s" in v}
         print(json.dumps(walls), "smoke run: nothing written")

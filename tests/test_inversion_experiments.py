@@ -44,6 +44,14 @@ def test_model_inversion_adaptive_runs(data_dir: Path, tmp_path: Path) -> None:
     assert {"bars_standard", "robustness_vs_leakage"} <= set(res.figures)
     assert "prior_samples" in res.images and "grid_standard" in res.images
     assert any(tmp_path.iterdir())  # prior, evaluators and targets cached
+    # each class's hits, for pooling target seeds by class, add up to every Acc@1
+    hits = {(r["target"], r["attack"], r["evaluator"]): r for r in res.tables["class_hits"]}
+    assert len(hits) == len(res.tables["attacks"]) == 3 * 3 * 2
+    for r in res.tables["attacks"]:
+        got = hits[(r["target"], r["attack"], r["evaluator"])]
+        counts = [int(v) for v in got["hits"].split()]
+        assert sum(counts) == round(r["acc1"] * r["n"]) and len(counts) == 5
+        assert sum(int(v) for v in got["images"].split()) == r["n"]
 
 
 def test_atat_privacy_runs(data_dir: Path, tmp_path: Path) -> None:

@@ -3,7 +3,6 @@ reaches the training batches, and the model-inversion recipes pass it to every t
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -83,27 +82,6 @@ def test_the_crop_strength_reaches_the_transforms() -> None:
     assert not torch.allclose(augmenter(False, 0.3)(x, g), x, atol=1e-2)
     with pytest.raises(ConfigError, match="crop"):
         GenerativeInversion(crop=1.0)
-
-
-def test_the_benchmark_pools_target_seeds() -> None:
-    path = Path(__file__).parents[1] / "benchmarks" / "model_inversion.py"
-    spec = importlib.util.spec_from_file_location("mi_bench", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    summary = {
-        "adaptive": {"counts": {"standard/adaptive": [12, 20], "negls/standard": [5, 20]}},
-        "adaptive_tseed1": {"counts": {"standard/adaptive": [18, 20], "negls/standard": [5, 20]}},
-        "adaptive_budget4x": {"counts": {"standard/adaptive": [0, 20]}},
-    }
-    summary["adaptive"]["counts"]["negls/adaptive"] = [10, 20]
-    summary["adaptive_tseed1"]["counts"]["negls/adaptive"] = [6, 20]
-    out = bench.pooled(summary)
-    assert out["runs"] == ["adaptive", "adaptive_tseed1"]  # not the budget run
-    assert out["standard/adaptive"]["acc1"] == pytest.approx(0.75)
-    assert out["standard/adaptive"]["per_run"] == [0.6, 0.9]
-    factor, lo, hi = out["factor/negls"]
-    assert factor == pytest.approx(1.6) and lo < factor < hi
 
 
 def test_models_trained_without_flips_keep_their_cache_keys() -> None:

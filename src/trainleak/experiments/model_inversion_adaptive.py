@@ -12,6 +12,7 @@ augmentation); Mejia et al., arXiv 1906.06449 (robustness raises inversion leaka
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import torch
 
@@ -58,8 +59,36 @@ def _leakage(name: str, hits: Hits, seed: int) -> list[LeakageRow]:
     return out
 
 
+def class_hits_row(
+    target: str,
+    attack: str,
+    evaluator: str,
+    hits: tuple[float, ...],
+    classes: tuple[int, ...],
+    c: int,
+) -> dict[str, Any]:
+    """One row of the ``class_hits`` table: the Acc@1 hits and the images of each target class
+    (space-separated counts, class 0 first), so that replicates can be pooled with a
+    class-level bootstrap (``benchmarks/model_inversion.py``)."""
+    got, n = [0] * c, [0] * c
+    for h, k in zip(hits, classes, strict=True):
+        got[k] += int(h)
+        n[k] += 1
+    return {
+        "target": target,
+        "attack": attack,
+        "evaluator": evaluator,
+        "hits": " ".join(map(str, got)),
+        "images": " ".join(map(str, n)),
+    }
+
+
 def _one_target(
-    name: str, s: Setup, cfg: ModelInversionAdaptiveConfig, images: dict[str, object]
+    name: str,
+    s: Setup,
+    cfg: ModelInversionAdaptiveConfig,
+    images: dict[str, object],
+    class_hits: list[dict[str, Any]],
 ) -> list[Row]:
     rec_ = recipe(
         name,
@@ -81,6 +110,7 @@ def _one_target(
         classes = tuple(int(c) for c in rec.labels)
         for ev, a in scores.items():
             hits[(k, ev)] = (a.hits, classes)
+            class_hits.append(class_hits_row(name, k, ev, a.hits, classes, s.task.num_classes))
         if k == "adaptive" and name in ("standard", cfg.targets[-1]):
             images[f"grid_{name}"] = class_grid(
                 rec.inputs, rec.labels, *s.task.private, s.task.num_classes, min(cfg.final, 4)
@@ -106,8 +136,9 @@ def _run(cfg: ModelInversionAdaptiveConfig, progress: Progress | None = None) ->
     s = setup(cfg)
     images: dict[str, object] = {}
     rows: list[Row] = []
+    class_hits: list[dict[str, Any]] = []
     for i, name in enumerate(cfg.targets):
-        rows += _one_target(name, s, cfg, images)
+        rows += _one_target(name, s, cfg, images, class_hits)
         if progress is not None:
             progress("targets", i + 1, len(cfg.targets))
     with torch.no_grad():
@@ -119,6 +150,7 @@ def _run(cfg: ModelInversionAdaptiveConfig, progress: Progress | None = None) ->
     res.risk = risk_of(rows, cfg)
     res.metrics["total_s"] = time.perf_counter() - start
     _tables(res, rows)
+    res.tables["class_hits"] = class_hits
     res.images.update(images)  # type: ignore[arg-type]
     res.notes = NOTES
     return res
@@ -143,6 +175,8 @@ NOTES = (
     "PGD-trained (eps 0.05 on [0, 1]). Standard attack: PPA-style (Poincare loss, confidence "
     "selection); adaptive: margin loss and selection, twice the steps, restarts, one distilled "
     "student (model augmentation); prior-only: the same candidate budget, no optimisation. "
-    "Leakage factor: adaptive/standard Acc@1 with a bootstrap interval over images. "
+    "Leakage factor: adaptive/standard Acc@1 with a bootstrap interval that resamples "
+    "target classes (an attack's images of one class are near-copies); class_hits: each "
+    "class's hits and images, for pooling target replicates. "
     "[inferred]: the adaptive switches, the small-scale settings."
 )

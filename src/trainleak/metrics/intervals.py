@@ -180,3 +180,117 @@ def paired_class_ratio_interval(
     point = a.mean() / b.mean() if b.mean() > 0 else math.inf
     lo, hi = np.quantile(r, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
     return float(point), float(lo), float(hi)
+
+
+def _cell_sums(
+    values: np.ndarray, classes: np.ndarray, replicates: np.ndarray, ck: np.ndarray, rk: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sum and count of ``values`` in every (replicate, class) cell, shape (R, C)."""
+    ri = np.searchsorted(rk, replicates)
+    ci = np.searchsorted(ck, classes)
+    sums = np.zeros((len(rk), len(ck)))
+    counts = np.zeros((len(rk), len(ck)))
+    np.add.at(sums, (ri, ci), values)
+    np.add.at(counts, (ri, ci), 1.0)
+    return sums, counts
+
+
+def _crossed_weights(
+    n_rep: int, n_cls: int, resample_replicates: bool, n_boot: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """How often each replicate and each class is drawn in every resample, (B, R) and (B, C)."""
+    rng = np.random.default_rng(seed)
+    cls = rng.integers(0, n_cls, size=(n_boot, n_cls))
+    wc = np.stack([np.bincount(row, minlength=n_cls) for row in cls]).astype(float)
+    if not resample_replicates:
+        return np.ones((n_boot, n_rep)), wc
+    rep = rng.integers(0, n_rep, size=(n_boot, n_rep))
+    wr = np.stack([np.bincount(row, minlength=n_rep) for row in rep]).astype(float)
+    return wr, wc
+
+
+def _checked(
+    hits: Sequence[float] | np.ndarray,
+    classes: Sequence[float] | np.ndarray,
+    replicates: Sequence[float] | np.ndarray,
+    name: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    h, c, r = np.asarray(hits, dtype=float), np.asarray(classes), np.asarray(replicates)
+    if not (len(h) == len(c) == len(r)) or not len(h):
+        raise ShapeError(
+            f"{name}: {len(h)} outcomes for {len(c)} class and {len(r)} replicate labels "
+            "(need equal lengths, >= 1)"
+        )
+    return h, c, r
+
+
+def crossed_class_interval(
+    hits: Sequence[float] | np.ndarray,
+    classes: Sequence[float] | np.ndarray,
+    replicates: Sequence[float] | np.ndarray,
+    *,
+    resample_replicates: bool = True,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the mean of ``hits`` when the outcomes are crossed
+    by class and replicate (the same classes attacked on targets trained at several seeds):
+    each resample draws the classes and, independently, the replicates with replacement and
+    takes every outcome of the drawn (replicate, class) cells, weighted by how often both were
+    drawn. This is the pigeonhole bootstrap for crossed random effects (Owen, "The pigeonhole
+    bootstrap", Annals of Applied Statistics 1(2), 2007; McCullagh, Bernoulli 6(2), 2000):
+    an identity that is hard to invert on one target is hard on the others, so neither
+    classes within seeds nor (seed, class) cells are independent units. It is conservative
+    (Owen: it over-counts the interaction variance). ``resample_replicates=False`` draws the
+    classes only, each with all its replicates (the replicates held fixed).
+
+    Raises:
+        ShapeError: ``hits``, ``classes`` and ``replicates`` of different lengths, or empty.
+    """
+    h, c, r = _checked(hits, classes, replicates, "hits")
+    ck, rk = np.unique(c), np.unique(r)
+    s, n = _cell_sums(h, c, r, ck, rk)
+    wr, wc = _crossed_weights(len(rk), len(ck), resample_replicates, n_boot, seed)
+    means = np.einsum("br,rc,bc->b", wr, s, wc) / np.einsum("br,rc,bc->b", wr, n, wc)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def paired_crossed_ratio_interval(
+    num: tuple[
+        Sequence[float] | np.ndarray, Sequence[int] | np.ndarray, Sequence[int] | np.ndarray
+    ],
+    den: tuple[
+        Sequence[float] | np.ndarray, Sequence[int] | np.ndarray, Sequence[int] | np.ndarray
+    ],
+    *,
+    resample_replicates: bool = True,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """``mean(num) / mean(den)`` and its crossed-bootstrap interval (see
+    :func:`crossed_class_interval`) when both samples score the same classes on the same
+    replicates (two attacks on each replicate target): each resample draws one set of classes
+    and one set of replicates and takes both samples' outcomes of those cells, keeping the
+    pairing. ``num`` and ``den`` are each ``(hits, classes, replicates)``. A zero denominator
+    gives ``inf``.
+
+    Raises:
+        ShapeError: a sample with labels of other lengths, or an empty sample.
+    """
+    a, ca, ra = _checked(*num, "num")
+    b, cb, rb = _checked(*den, "den")
+    ck, rk = np.union1d(ca, cb), np.union1d(ra, rb)
+    sa, na = _cell_sums(a, ca, ra, ck, rk)
+    sb, nb = _cell_sums(b, cb, rb, ck, rk)
+    wr, wc = _crossed_weights(len(rk), len(ck), resample_replicates, n_boot, seed)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ma = np.einsum("br,rc,bc->b", wr, sa, wc) / np.einsum("br,rc,bc->b", wr, na, wc)
+        mb = np.einsum("br,rc,bc->b", wr, sb, wc) / np.einsum("br,rc,bc->b", wr, nb, wc)
+        ratio = np.where(mb > 0, ma / np.where(mb > 0, mb, 1.0), np.inf)
+    ratio = np.where(np.isnan(ratio), np.inf, ratio)
+    point = a.mean() / b.mean() if b.mean() > 0 else math.inf
+    lo, hi = np.quantile(ratio, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
+    return float(point), float(lo), float(hi)

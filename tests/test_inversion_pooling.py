@@ -1,0 +1,131 @@
+"""Pooling model-inversion replicates (target seeds) with class-level intervals: the crossed
+class x seed bootstrap, the experiment's per-class hits and the benchmark's pooled figures."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+from trainleak.errors import ShapeError
+from trainleak.experiments.model_inversion_adaptive import class_hits_row
+from trainleak.metrics.intervals import (
+    class_bootstrap_interval,
+    crossed_class_interval,
+    paired_class_ratio_interval,
+    paired_crossed_ratio_interval,
+)
+
+C, K = 20, 8  # classes, images per class
+
+
+def _crossed(rates: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-image hits of a (replicate, class) array of hit counts out of K."""
+    hits, classes, reps = [], [], []
+    for r, row in enumerate(rates):
+        for c, k in enumerate(row):
+            hits += [1.0] * int(k) + [0.0] * (K - int(k))
+            classes += [c] * K
+            reps += [r] * K
+    return np.array(hits), np.array(classes), np.array(reps)
+
+
+def test_one_replicate_is_the_class_bootstrap() -> None:
+    rng = np.random.default_rng(1)
+    h, c, r = _crossed(rng.integers(0, K + 1, size=(1, C)))
+    assert crossed_class_interval(h, c, r) == class_bootstrap_interval(h, c)
+    d, _, _ = _crossed(rng.integers(0, K + 1, size=(1, C)))
+    got = paired_crossed_ratio_interval((h, c, r), (d, c, r))
+    assert got == paired_class_ratio_interval(h, c, d, c)
+
+
+def test_classes_that_carry_over_between_seeds_count_once() -> None:
+    # every class equally hard on three targets: three seeds add no evidence about classes,
+    # so the crossed interval keeps the one-seed width; (seed, class) cells as units would
+    # pass 60 for 20 and shrink it by about sqrt(3)
+    row = np.random.default_rng(2).integers(0, K + 1, size=C)
+    h, c, r = _crossed(np.stack([row] * 3))
+    lo, hi = crossed_class_interval(h, c, r)
+    one = class_bootstrap_interval(*_crossed(row[None])[:2])
+    cells = class_bootstrap_interval(h, r * 1000 + c)
+    assert hi - lo == pytest.approx(one[1] - one[0], rel=0.15)
+    assert hi - lo > 1.4 * (cells[1] - cells[0])
+
+
+def test_seeds_that_differ_widen_the_interval_only_when_resampled() -> None:
+    # three targets, one much easier: resampling seeds shows it, fixing them does not
+    rng = np.random.default_rng(3)
+    base = rng.integers(2, 6, size=C)
+    h, c, r = _crossed(np.stack([base, base, base + 3]))
+    lo, hi = crossed_class_interval(h, c, r)
+    flo, fhi = crossed_class_interval(h, c, r, resample_replicates=False)
+    assert lo <= h.mean() <= hi and flo <= h.mean() <= fhi
+    assert hi - lo > 1.5 * (fhi - flo)
+
+
+def test_the_crossed_ratio_keeps_the_pairing() -> None:
+    h, c, r = _crossed(np.random.default_rng(4).integers(1, K + 1, size=(3, C)))
+    assert paired_crossed_ratio_interval((h, c, r), (h, c, r)) == (1.0, 1.0, 1.0)
+    half = np.where(c < 10, h, 0.0)  # the same attack losing classes 10-19
+    f, lo, hi = paired_crossed_ratio_interval((half, c, r), (h, c, r))
+    assert f == pytest.approx(half.mean() / h.mean()) and lo < f < hi < 1.0
+    with pytest.raises(ShapeError, match="num"):
+        paired_crossed_ratio_interval((h[:5], c, r), (h, c, r))
+    with pytest.raises(ShapeError, match="hits"):
+        crossed_class_interval(h, c[:5], r)
+
+
+def test_class_hits_row_counts_each_class() -> None:
+    row = class_hits_row("standard", "adaptive", "standard", (1.0, 0.0, 1.0, 1.0), (2, 2, 0, 2), 3)
+    assert row["hits"] == "1 0 2" and row["images"] == "1 0 3"
+
+
+def _bench() -> ModuleType:
+    path = Path(__file__).parents[1] / "benchmarks" / "model_inversion.py"
+    spec = importlib.util.spec_from_file_location("mi_bench", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def _run(seed: int, rates: dict[str, list[int]]) -> dict[str, Any]:
+    got = {k: {"hits": v, "images": [K] * C} for k, v in rates.items()}
+    return {"target_seed": seed, "class_hits": {"standard": got}}
+
+
+def test_the_benchmark_pools_target_seeds_by_class() -> None:
+    easy = [K] * 10 + [0] * 10  # classes 0-9 always found, 10-19 never
+    neg_std = [4] * 10 + [0] * 10
+    summary = {
+        "adaptive": _run(0, {"standard/adaptive": easy, "negls/standard": neg_std}),
+        "adaptive_tseed1": _run(1, {"standard/adaptive": easy, "negls/standard": neg_std}),
+        "adaptive_tseed0": _run(0, {"standard/adaptive": [0] * C}),  # seed 0 again
+        "adaptive_tseed2_counts_only": {"counts": {"standard/adaptive": [0, 160]}},
+        "adaptive_tseed3": {"counts": {"standard/adaptive": [0, 160]}},  # no per-class hits
+        "adaptive_budget4x": _run(5, {"standard/adaptive": [0] * C}),  # not a replicate
+    }
+    summary["adaptive"]["class_hits"]["standard"]["negls/adaptive"] = {
+        "hits": [K] * 10 + [0] * 10,
+        "images": [K] * C,
+    }
+    summary["adaptive_tseed1"]["class_hits"]["standard"]["negls/adaptive"] = {
+        "hits": [4] * 10 + [0] * 10,
+        "images": [K] * C,
+    }
+    out = _bench().pooled(summary)
+    assert out["runs"] == ["adaptive", "adaptive_tseed1"]
+    assert out["skipped"] == ["adaptive_tseed0", "adaptive_tseed3"]
+    acc = out["standard/adaptive"]
+    assert acc["acc1"] == 0.5 and acc["per_run"] == [0.5, 0.5]
+    assert acc["between_seed_r"] == pytest.approx(1.0)
+    # 20 classes, half found on both seeds: the class interval, not one of 320 images
+    assert acc["hi"] - acc["lo"] > 0.3 and acc["cells"][1] - acc["cells"][0] < acc["hi"] - acc["lo"]
+    factor = out["factor/negls"]
+    assert factor["factor"] == pytest.approx(1.5) and factor["per_run"] == [2.0, 1.0]
+    assert factor["lo"] < 1.5 < factor["hi"]
+    assert "factor/standard" not in out  # one attack on the undefended target only
