@@ -5,7 +5,8 @@ One step: the client runs the frozen public bottom on its batch and applies its 
 (:func:`~trainleak.defenses.split_text.obfuscate`); the server runs the trunk (fully trainable
 or LoRA, Hu et al. 2022, restricted to the trunk's linear layers); the client calibrates the
 server's output (MIXGUARD), runs its top (the last blocks, the final norm, mean pooling over
-real tokens and a linear classifier), and returns the gradient at the trunk output (perturbed
+real tokens and a linear classifier; the top attends to the real positions only, the decoys
+dropped), and returns the gradient at the trunk output (perturbed
 under MIXGUARD); the server back-propagates through the trunk and returns the gradient at the
 cut. The server records what it received and returned (SplitLLM's protocol, Chen et al. 2024).
 """
@@ -92,7 +93,7 @@ def client_logits(
     ob = obfuscate(run.spec, ids, mask, run.model.bottom, pool, *_vocab(run.model), gen)
     z = run.model.trunk(ob.hidden, ob.mask)
     zhat = run.calibrator(z, ob, run.cache) if run.calibrator is not None else z
-    return run.head(_pool(run.model.top(zhat, ob.mask), ob.real))  # type: ignore[no-any-return]
+    return run.head(_pool(run.model.top(zhat, ob.top_mask), ob.real))  # type: ignore[no-any-return]
 
 
 def _vocab(model: SplitLM) -> tuple[int, int]:
@@ -145,7 +146,9 @@ def train_split(
         raise ConfigError("train_split needs ids, mask (n, L) and labels (n,), n >= batch_size")
     gen = torch.Generator().manual_seed(seed)
     model, head, server_p, client_p = _prepare(public_lm, split, cfg, int(labels.max()) + 1, seed)
-    calib = Calibrator(model.width, gen) if spec.kind == "mixguard" else None
+    calib = (
+        Calibrator(model.width, gen, anchor=spec.calibrator) if spec.kind == "mixguard" else None
+    )
     client_params = client_p + (list(calib.parameters()) if calib is not None else [])
     s_opt = torch.optim.Adam(server_p, lr=cfg.lr_server)
     c_opt = torch.optim.Adam(client_params, lr=cfg.lr_client)
@@ -201,7 +204,7 @@ def _step(
     z = model.trunk(sent, ob.mask)  # server
     recv = z.detach().requires_grad_(True)  # client
     zhat = calib(recv, ob, cache) if calib is not None else recv
-    logits = head(_pool(model.top(zhat, ob.mask), ob.real))
+    logits = head(_pool(model.top(zhat, ob.top_mask), ob.real))
     loss = nn.functional.cross_entropy(logits, y)
     for p in model.part_parameters("top") + list(head.parameters()):
         p.grad = None
