@@ -106,12 +106,15 @@ def tiny_summary(
 
 # MIXGUARD variants of the trade-off curve: (name, TextDefenseSpec overrides)
 CURVE: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("signs lam0 0.6-0.8 (default)", {}),
+    ("signs lam0 0.6-0.8", {"lam0_low": 0.6, "lam0_high": 0.8}),
     ("signs lam0 0.4-0.6", {"lam0_low": 0.4, "lam0_high": 0.6}),
-    ("no signs lam0 0.6-0.8", {"signs": False}),
+    ("no signs lam0 0.6-0.8", {"signs": False, "lam0_low": 0.6, "lam0_high": 0.8}),
     ("no signs lam0 0.2-0.4", {"signs": False, "lam0_low": 0.2, "lam0_high": 0.4}),
     ("no signs lam0 0.4-0.6", {"signs": False, "lam0_low": 0.4, "lam0_high": 0.6}),
-    ("signs lam0 0.2-0.4", {"lam0_low": 0.2, "lam0_high": 0.4}),
+    (
+        "signs lam0 0.2-0.4 (default since issue 13's fourth pass)",
+        {"lam0_low": 0.2, "lam0_high": 0.4},
+    ),
 )
 
 

@@ -36,6 +36,7 @@ from trainleak.systems.split_lm import (  # noqa: E402
     probe_residual,
     train_split,
 )
+from trainleak.systems.split_lm.train import schedulers  # noqa: E402
 
 
 def test_parts_compose_to_the_full_model() -> None:
@@ -187,6 +188,26 @@ def test_the_anchored_calibrator_fits_closer_than_the_linear_unmixing(seed: int)
         gen = torch.Generator().manual_seed(seed)
         res[anchor], _ = fit_calibrator(m, calib, spec, w.public_ids, 60, gen, width=24)
     assert res["anchored"] < 0.9 * res["unmix"], res
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "constant"])
+def test_the_learning_rate_schedule(schedule: str) -> None:
+    cfg = SplitTrainingConfig(steps=10, schedule=schedule)
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.5)
+    (sched,) = schedulers(cfg, opt)
+    seen = []
+    for _ in range(cfg.steps):
+        seen.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert seen[0] == 0.5
+    if schedule == "cosine":
+        assert all(a > b for a, b in zip(seen, seen[1:], strict=False)) and seen[-1] < 0.02
+        assert seen[5] == pytest.approx(0.25)
+    else:
+        assert seen == [0.5] * 10
+    with pytest.raises(ConfigError, match="schedule"):
+        SplitTrainingConfig(schedule="linear")
 
 
 def test_lora_trains_only_the_trunk_adapters_and_the_top() -> None:

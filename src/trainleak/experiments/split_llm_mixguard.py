@@ -58,6 +58,8 @@ def settings(cfg: SplitLLMMixGuardConfig) -> dict[str, TextDefenseSpec]:
         n_insert=cfg.n_insert,
         n_aux=cfg.n_aux,
         signs=cfg.signs,
+        lam0_low=cfg.lam0_low,
+        lam0_high=cfg.lam0_high,
         mix=cfg.mix,
         grad_noise=cfg.grad_noise,
     )
@@ -203,7 +205,8 @@ _NOTES = (
     "transcript rows: token recovery at the original positions, slot recovery at slot "
     "positions, ROUGE-L between everything recovered and the original. Baseline: the most "
     "frequent public token at each position (one guess a position, like the attacks). "
-    "MIXGUARD: decoys, per-channel secret mixing with 2 auxiliary public rows, secret signs, "
+    "MIXGUARD: decoys, per-channel secret mixing with 2 auxiliary public rows (the private "
+    "row's weight drawn in [lam0_low, lam0_high], 0.2-0.4 by default), secret signs, "
     "calibration (the client's own clean bottom output plus an MLP correction read from the "
     "linear un-mixing with cached auxiliary trunk outputs; the top attends to real positions "
     "only), gradient noise scaled by the calibration residual. Client-only reference: the "

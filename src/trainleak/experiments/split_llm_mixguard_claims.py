@@ -59,6 +59,14 @@ class SplitLLMMixGuardConfig(ExperimentConfig):
     n_insert: int = Field(4, ge=0)
     n_aux: int = Field(2, ge=1)
     signs: bool = True
+    lam0_low: float = Field(
+        0.2,
+        gt=0,
+        le=1,
+        description="lower end of the private row's mixing weight (was 0.6: issue 13 fourth "
+        "pass, docs/decisions.md)",
+    )
+    lam0_high: float = Field(0.4, gt=0, le=1, description="upper end (was 0.8)")
     mix: Literal["vector", "matrix"] = "vector"
     grad_noise: float = Field(1.0, ge=0)
     calib_steps: int = Field(100, ge=0)

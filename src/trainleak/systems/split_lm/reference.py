@@ -10,7 +10,7 @@ from torch import nn
 
 from trainleak.models.language import LanguageModel
 from trainleak.models.split_lm import LMSplit
-from trainleak.systems.split_lm.train import SplitTrainingConfig, _pool, _prepare
+from trainleak.systems.split_lm.train import SplitTrainingConfig, _pool, _prepare, schedulers
 
 
 def train_nonsplit(
@@ -28,6 +28,7 @@ def train_nonsplit(
     model, head, server_p, client_p = _prepare(public_lm, split, cfg, int(labels.max()) + 1, seed)
     s_opt = torch.optim.Adam(server_p, lr=cfg.lr_server)
     c_opt = torch.optim.Adam(client_p, lr=cfg.lr_client)
+    scheds = schedulers(cfg, s_opt, c_opt)
     for _ in range(cfg.steps):
         idx = torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen)
         real = mask[idx].bool().clone()
@@ -39,6 +40,8 @@ def train_nonsplit(
         loss.backward()
         s_opt.step()
         c_opt.step()
+        for sch in scheds:
+            sch.step()
     return _test_accuracy(model.full, head, test)
 
 
@@ -60,6 +63,7 @@ def train_client_only(
     gen = torch.Generator().manual_seed(seed)
     model, head, _, client_p = _prepare(public_lm, split, cfg, int(labels.max()) + 1, seed)
     opt = torch.optim.Adam(client_p, lr=cfg.lr_client)
+    (sched,) = schedulers(cfg, opt)
 
     def forward(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
@@ -76,6 +80,7 @@ def train_client_only(
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        sched.step()
     return _test_accuracy(forward, head, test)
 
 

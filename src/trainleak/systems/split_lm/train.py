@@ -14,6 +14,7 @@ cut. The server records what it received and returned (SplitLLM's protocol, Chen
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 
 import torch
@@ -40,6 +41,10 @@ class SplitTrainingConfig:
         calib_steps: phase-1 calibration steps on public data (MIXGUARD).
         refit_every, refit_steps: re-fit the calibrator on public data every ``refit_every``
             training steps for ``refit_steps`` steps (the trunk moves while it trains).
+        schedule: ``"cosine"`` (both learning rates decay to zero over ``steps``, Loshchilov
+            and Hutter, ICLR 2017) or ``"constant"``. The same schedule is used by the
+            references (:func:`~trainleak.systems.split_lm.reference.train_nonsplit`,
+            ``train_client_only``), so every setting gets the same budget.
     """
 
     steps: int = param(60, ge=1, integer=True)
@@ -51,6 +56,7 @@ class SplitTrainingConfig:
     calib_steps: int = param(150, ge=0, integer=True)
     refit_every: int = param(20, ge=1, integer=True)
     refit_steps: int = param(20, ge=0, integer=True)
+    schedule: str = param("cosine", choices=("cosine", "constant"))
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -78,6 +84,20 @@ class SplitRun:
     spec: TextDefenseSpec
     residuals: list[float]
     losses: list[float]
+
+
+def schedulers(
+    cfg: SplitTrainingConfig, *opts: torch.optim.Optimizer
+) -> list[torch.optim.lr_scheduler.LambdaLR]:
+    """One scheduler per optimizer for ``cfg.schedule``; step each after its optimizer."""
+    steps = cfg.steps
+
+    def factor(t: int) -> float:
+        return 0.5 * (1.0 + math.cos(math.pi * min(t, steps) / steps))
+
+    if cfg.schedule == "constant":
+        return [torch.optim.lr_scheduler.LambdaLR(o, lambda _: 1.0) for o in opts]
+    return [torch.optim.lr_scheduler.LambdaLR(o, factor) for o in opts]
 
 
 def _pool(final: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
@@ -152,6 +172,7 @@ def train_split(
     client_params = client_p + (list(calib.parameters()) if calib is not None else [])
     s_opt = torch.optim.Adam(server_p, lr=cfg.lr_server)
     c_opt = torch.optim.Adam(client_params, lr=cfg.lr_client)
+    scheds = schedulers(cfg, s_opt, c_opt)
     residuals: list[float] = []
     width = max(int(ids.shape[1]), int(public_ids.shape[1])) + spec.n_insert
     pool, cache = aux_pool(public_ids), None
@@ -168,6 +189,8 @@ def train_split(
         got[0].backward(got[1])
         s_opt.step()
         c_opt.step()
+        for sch in scheds:
+            sch.step()
         losses.append(loss)
         if sum(len(v) for v in rec["h"]) < cfg.record_rows:
             for k, v in zip(
