@@ -229,6 +229,10 @@ def smollm2_part(rows: int, n_public: int, steps: int) -> dict[str, Any]:
     specs = {
         "none": TextDefenseSpec(),
         "mixguard": TextDefenseSpec(kind="mixguard", n_insert=4, n_aux=2, signs=True),
+        # the experiment's default private weight since issue 13's fourth pass
+        "mixguard-w0.2-0.4": TextDefenseSpec(
+            kind="mixguard", n_insert=4, n_aux=2, signs=True, lam0_low=0.2, lam0_high=0.4
+        ),
     }
     for name, spec in specs.items():
         t, truth, real = _smol_transcript(lm, split, enc.input_ids, enc.attention_mask, spec, pe)
