@@ -69,6 +69,11 @@ def test_utility_both_sides() -> None:
     assert claim_utility(_rows(acc_mg=0.74), CFG).holds
     out = claim_utility(_rows(acc_mg=0.70), CFG)
     assert not out.holds and out.evidence["gap_points"] == pytest.approx(6.0)
+    # the client-only reference is reported beside the claim, never changes its verdict
+    rows = [*_rows(acc_mg=0.74), UtilityRow("client-only", "clientonly", 0.0, 0.75, float("nan"))]
+    out = claim_utility(rows, CFG)
+    assert out.holds and out.evidence["over_client_only_points"] == pytest.approx(-1.0)
+    assert claim_protects_better(rows, CFG).evidence == claim_protects_better(_rows(), CFG).evidence
 
 
 def test_slots_near_chance_both_sides() -> None:
@@ -132,5 +137,5 @@ def test_experiment_runs_end_to_end_on_a_tiny_config() -> None:
     res = run(cfg)
     assert len(res.claims) == 6 and "privacy_utility" in res.figures
     settings = {r["setting"] for r in res.tables["utility"]}
-    assert settings == {"non-split", "none", "noise-1", "mixup", "mixguard"}
+    assert settings == {"non-split", "client-only", "none", "noise-1", "mixup", "mixguard"}
     assert len(res.tables["attacks"]) == 2 + 3 * 3  # no adaptive row without a defense

@@ -44,7 +44,12 @@ class SplitLLMMixGuardConfig(ExperimentConfig):
     pretrain_steps: int = Field(300, ge=1)
     bottom_end: int = Field(1, ge=1)
     top_start: int = Field(3, ge=2)
-    steps: int = Field(300, ge=1)
+    steps: int = Field(
+        900,
+        ge=1,
+        description="training steps of every setting and reference (was 300: the defended "
+        "settings had not converged, docs/decisions.md)",
+    )
     batch_size: int = Field(16, ge=2)
     lr_server: float = Field(1e-3, gt=0)
     lr_client: float = Field(3e-3, gt=0)
@@ -54,6 +59,14 @@ class SplitLLMMixGuardConfig(ExperimentConfig):
     n_insert: int = Field(4, ge=0)
     n_aux: int = Field(2, ge=1)
     signs: bool = True
+    lam0_low: float = Field(
+        0.2,
+        gt=0,
+        le=1,
+        description="lower end of the private row's mixing weight (was 0.6: issue 13 fourth "
+        "pass, docs/decisions.md)",
+    )
+    lam0_high: float = Field(0.4, gt=0, le=1, description="upper end (was 0.8)")
     mix: Literal["vector", "matrix"] = "vector"
     grad_noise: float = Field(1.0, ge=0)
     calib_steps: int = Field(100, ge=0)
@@ -67,7 +80,8 @@ class SplitLLMMixGuardConfig(ExperimentConfig):
 
 @dataclass(frozen=True)
 class UtilityRow:
-    """Test accuracy of one setting (``kind == "nonsplit"`` for the reference)."""
+    """Test accuracy of one setting (``kind`` ``"nonsplit"`` and ``"clientonly"`` for the
+    references: the unsplit model, and the client's top on its own bottom output)."""
 
     setting: str
     kind: str
@@ -144,12 +158,15 @@ def claim_utility(rows: Sequence[Row], cfg: SplitLLMMixGuardConfig) -> Claim:
     if "mixguard" not in acc or "non-split" not in acc:
         return not_tested(text, "needs the mixguard and non-split rows")
     gap = 100 * (acc["non-split"] - acc["mixguard"])
+    alone = acc.get("client-only", float("nan"))
     return claim(
         text,
         gap <= cfg.utility_gap,
         gap_points=gap,
         mixguard=acc["mixguard"],
         nonsplit=acc["non-split"],
+        client_only=alone,
+        over_client_only_points=100 * (acc["mixguard"] - alone),
     )
 
 
@@ -174,7 +191,7 @@ def _better(rows: Sequence[Row], only: str | None) -> tuple[bool, dict[str, obje
     rivals = {
         s: _worst(rows, s, "token_recovery", only)
         for s, a in acc.items()
-        if s not in ("mixguard", "non-split", "none")
+        if s not in ("mixguard", "non-split", "client-only", "none")
         and a >= acc["mixguard"]
         and _attacks(rows, s, only)
     }

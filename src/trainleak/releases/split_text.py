@@ -30,6 +30,7 @@ from trainleak.validation import check_fields, param
 
 FORMAT = "trainleak.text_split_transcript/1"
 DEFENSES: tuple[str, ...] = ("none", "noise", "mixup", "mixguard")
+CALIBRATORS: tuple[str, ...] = ("anchored", "unmix")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +48,10 @@ class TextDefenseSpec:
         mix: ``"vector"`` (per-channel secret weights) or ``"matrix"`` (secret ``d x d`` maps).
         signs: whether MIXGUARD flips channel signs with a secret per-batch mask.
         grad_noise: kappa, the gradient-noise factor scaled by the calibration residual.
+        calibrator: MIXGUARD's calibration model: ``"anchored"`` (default) starts from the
+            client's own clean bottom output and learns the trunk's update from the linear
+            un-mixing; ``"unmix"`` starts from the linear un-mixing itself (the earlier
+            reading). See :class:`~trainleak.defenses.split_text.Calibrator`.
     """
 
     kind: str = param("none", choices=DEFENSES)
@@ -58,6 +63,7 @@ class TextDefenseSpec:
     mix: str = param("vector", choices=("vector", "matrix"))
     signs: bool = False
     grad_noise: float = param(0.0, ge=0)
+    calibrator: str = param("anchored", choices=CALIBRATORS)
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -1,8 +1,8 @@
 """Split fine-tuning of causal language models (client bottom and top, server trunk) with the
-server's transcript recorded, and the non-split reference."""
+server's transcript recorded, and the references: non-split, and the client alone."""
 
 from trainleak.systems.split_lm.calibrate import aux_pool, fit_calibrator, probe_residual
-from trainleak.systems.split_lm.reference import train_nonsplit
+from trainleak.systems.split_lm.reference import train_client_only, train_nonsplit
 from trainleak.systems.split_lm.train import (
     SplitRun,
     SplitTrainingConfig,
@@ -19,6 +19,7 @@ __all__ = [
     "aux_pool",
     "fit_calibrator",
     "probe_residual",
+    "train_client_only",
     "train_nonsplit",
     "train_split",
 ]

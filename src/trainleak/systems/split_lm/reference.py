@@ -1,13 +1,16 @@
-"""The non-split reference: the same model, trainable parts and budget, trained in one place."""
+"""The references of split fine-tuning: the non-split model (the same trainable parts and budget,
+trained in one place) and the client alone (its top on its own bottom output, no server)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from trainleak.models.language import LanguageModel
 from trainleak.models.split_lm import LMSplit
-from trainleak.systems.split_lm.train import SplitTrainingConfig, _pool, _prepare
+from trainleak.systems.split_lm.train import SplitTrainingConfig, _pool, _prepare, schedulers
 
 
 def train_nonsplit(
@@ -25,6 +28,7 @@ def train_nonsplit(
     model, head, server_p, client_p = _prepare(public_lm, split, cfg, int(labels.max()) + 1, seed)
     s_opt = torch.optim.Adam(server_p, lr=cfg.lr_server)
     c_opt = torch.optim.Adam(client_p, lr=cfg.lr_client)
+    scheds = schedulers(cfg, s_opt, c_opt)
     for _ in range(cfg.steps):
         idx = torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen)
         real = mask[idx].bool().clone()
@@ -36,9 +40,58 @@ def train_nonsplit(
         loss.backward()
         s_opt.step()
         c_opt.step()
+        for sch in scheds:
+            sch.step()
+    return _test_accuracy(model.full, head, test)
+
+
+def train_client_only(
+    public_lm: LanguageModel,
+    split: LMSplit,
+    data: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    test: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    cfg: SplitTrainingConfig,
+    seed: int = 0,
+) -> float:
+    """Train the client's own parts (top and head) on its frozen bottom's output with the trunk
+    skipped, same steps, batches and learning rate as the split run; returns test accuracy.
+
+    What the client reaches without the server: a split defense whose accuracy is at or below
+    it gains the client nothing from the split, and a defense whose calibrator leans on the
+    client's own state (MIXGUARD's ``anchored`` calibrator) should be read against it."""
+    ids, mask, labels = data
+    gen = torch.Generator().manual_seed(seed)
+    model, head, _, client_p = _prepare(public_lm, split, cfg, int(labels.max()) + 1, seed)
+    opt = torch.optim.Adam(client_p, lr=cfg.lr_client)
+    (sched,) = schedulers(cfg, opt)
+
+    def forward(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            h = model.bottom(x, m)
+        return model.top(h, m)  # type: ignore[no-any-return]
+
+    for _ in range(cfg.steps):
+        idx = torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen)
+        real = mask[idx].bool().clone()
+        real[:, 0] = False
+        loss = nn.functional.cross_entropy(
+            head(_pool(forward(ids[idx], mask[idx]), real)), labels[idx]
+        )
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+    return _test_accuracy(forward, head, test)
+
+
+def _test_accuracy(
+    forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    head: nn.Module,
+    test: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+) -> float:
     t_ids, t_mask, t_labels = test
     with torch.no_grad():
         real = t_mask.bool().clone()
         real[:, 0] = False
-        pred = head(_pool(model.full(t_ids, t_mask), real)).argmax(1)
+        pred = head(_pool(forward(t_ids, t_mask), real)).argmax(1)
     return float((pred == t_labels).float().mean())

@@ -5,7 +5,8 @@ One step: the client runs the frozen public bottom on its batch and applies its 
 (:func:`~trainleak.defenses.split_text.obfuscate`); the server runs the trunk (fully trainable
 or LoRA, Hu et al. 2022, restricted to the trunk's linear layers); the client calibrates the
 server's output (MIXGUARD), runs its top (the last blocks, the final norm, mean pooling over
-real tokens and a linear classifier), and returns the gradient at the trunk output (perturbed
+real tokens and a linear classifier; the top attends to the real positions only, the decoys
+dropped), and returns the gradient at the trunk output (perturbed
 under MIXGUARD); the server back-propagates through the trunk and returns the gradient at the
 cut. The server records what it received and returned (SplitLLM's protocol, Chen et al. 2024).
 """
@@ -13,6 +14,7 @@ cut. The server records what it received and returned (SplitLLM's protocol, Chen
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 
 import torch
@@ -39,6 +41,10 @@ class SplitTrainingConfig:
         calib_steps: phase-1 calibration steps on public data (MIXGUARD).
         refit_every, refit_steps: re-fit the calibrator on public data every ``refit_every``
             training steps for ``refit_steps`` steps (the trunk moves while it trains).
+        schedule: ``"cosine"`` (both learning rates decay to zero over ``steps``, Loshchilov
+            and Hutter, ICLR 2017) or ``"constant"``. The same schedule is used by the
+            references (:func:`~trainleak.systems.split_lm.reference.train_nonsplit`,
+            ``train_client_only``), so every setting gets the same budget.
     """
 
     steps: int = param(60, ge=1, integer=True)
@@ -50,6 +56,7 @@ class SplitTrainingConfig:
     calib_steps: int = param(150, ge=0, integer=True)
     refit_every: int = param(20, ge=1, integer=True)
     refit_steps: int = param(20, ge=0, integer=True)
+    schedule: str = param("cosine", choices=("cosine", "constant"))
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -79,6 +86,20 @@ class SplitRun:
     losses: list[float]
 
 
+def schedulers(
+    cfg: SplitTrainingConfig, *opts: torch.optim.Optimizer
+) -> list[torch.optim.lr_scheduler.LambdaLR]:
+    """One scheduler per optimizer for ``cfg.schedule``; step each after its optimizer."""
+    steps = cfg.steps
+
+    def factor(t: int) -> float:
+        return 0.5 * (1.0 + math.cos(math.pi * min(t, steps) / steps))
+
+    if cfg.schedule == "constant":
+        return [torch.optim.lr_scheduler.LambdaLR(o, lambda _: 1.0) for o in opts]
+    return [torch.optim.lr_scheduler.LambdaLR(o, factor) for o in opts]
+
+
 def _pool(final: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
     w = real.float().unsqueeze(-1)
     return (final * w).sum(1) / w.sum(1).clamp_min(1.0)
@@ -92,7 +113,7 @@ def client_logits(
     ob = obfuscate(run.spec, ids, mask, run.model.bottom, pool, *_vocab(run.model), gen)
     z = run.model.trunk(ob.hidden, ob.mask)
     zhat = run.calibrator(z, ob, run.cache) if run.calibrator is not None else z
-    return run.head(_pool(run.model.top(zhat, ob.mask), ob.real))  # type: ignore[no-any-return]
+    return run.head(_pool(run.model.top(zhat, ob.top_mask), ob.real))  # type: ignore[no-any-return]
 
 
 def _vocab(model: SplitLM) -> tuple[int, int]:
@@ -145,10 +166,13 @@ def train_split(
         raise ConfigError("train_split needs ids, mask (n, L) and labels (n,), n >= batch_size")
     gen = torch.Generator().manual_seed(seed)
     model, head, server_p, client_p = _prepare(public_lm, split, cfg, int(labels.max()) + 1, seed)
-    calib = Calibrator(model.width, gen) if spec.kind == "mixguard" else None
+    calib = (
+        Calibrator(model.width, gen, anchor=spec.calibrator) if spec.kind == "mixguard" else None
+    )
     client_params = client_p + (list(calib.parameters()) if calib is not None else [])
     s_opt = torch.optim.Adam(server_p, lr=cfg.lr_server)
     c_opt = torch.optim.Adam(client_params, lr=cfg.lr_client)
+    scheds = schedulers(cfg, s_opt, c_opt)
     residuals: list[float] = []
     width = max(int(ids.shape[1]), int(public_ids.shape[1])) + spec.n_insert
     pool, cache = aux_pool(public_ids), None
@@ -165,6 +189,8 @@ def train_split(
         got[0].backward(got[1])
         s_opt.step()
         c_opt.step()
+        for sch in scheds:
+            sch.step()
         losses.append(loss)
         if sum(len(v) for v in rec["h"]) < cfg.record_rows:
             for k, v in zip(
@@ -201,7 +227,7 @@ def _step(
     z = model.trunk(sent, ob.mask)  # server
     recv = z.detach().requires_grad_(True)  # client
     zhat = calib(recv, ob, cache) if calib is not None else recv
-    logits = head(_pool(model.top(zhat, ob.mask), ob.real))
+    logits = head(_pool(model.top(zhat, ob.top_mask), ob.real))
     loss = nn.functional.cross_entropy(logits, y)
     for p in model.part_parameters("top") + list(head.parameters()):
         p.grad = None
