@@ -55,7 +55,7 @@ from trainleak.models.split_lm import LMSplit, SplitLM
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.split_text import TextDefenseSpec, TextSplitTranscript
 from trainleak.scenarios.split_llm import attack_run, run_defense, wiki_paragraphs
-from trainleak.systems.split_lm import train_client_only, train_nonsplit
+from trainleak.systems.split_lm import train_reference
 
 OUT = Path(__file__).resolve().parent / "results"
 
@@ -147,8 +147,8 @@ def curve_part(overrides: dict[str, Any]) -> dict[str, Any]:
     chance = 1.0 / w.pool_size
     return {
         "seconds": time.perf_counter() - start,
-        "nonsplit": train_nonsplit(w.lm, split, w.train, w.test, tcfg, cfg.seed),
-        "client_only": train_client_only(w.lm, split, w.train, w.test, tcfg, cfg.seed),
+        "nonsplit": train_reference(w.lm, split, w.train, w.test, tcfg, cfg.seed),
+        "client_only": train_reference(w.lm, split, w.train, w.test, tcfg, cfg.seed, trunk=False),
         "steps": tcfg.steps,
         "calibrator": base.calibrator,
         "slot_chance": chance,

@@ -44,7 +44,7 @@ from trainleak.scenarios.split_llm import (
     build_world,
     run_defense,
 )
-from trainleak.systems.split_lm import SplitTrainingConfig, train_client_only, train_nonsplit
+from trainleak.systems.split_lm import SplitTrainingConfig, train_reference
 
 
 def settings(cfg: SplitLLMMixGuardConfig) -> dict[str, TextDefenseSpec]:
@@ -109,8 +109,8 @@ def world(cfg: SplitLLMMixGuardConfig) -> World:
 def sweep(cfg: SplitLLMMixGuardConfig, w: World, progress: Progress | None) -> list[Row]:
     """Non-split reference, then every defense setting with every attack."""
     split, tcfg = LMSplit(cfg.bottom_end, cfg.top_start), training_config(cfg)
-    ref = train_nonsplit(w.lm, split, w.train, w.test, tcfg, cfg.seed)
-    alone = train_client_only(w.lm, split, w.train, w.test, tcfg, cfg.seed)
+    ref = train_reference(w.lm, split, w.train, w.test, tcfg, cfg.seed)
+    alone = train_reference(w.lm, split, w.train, w.test, tcfg, cfg.seed, trunk=False)
     rows: list[Row] = [
         UtilityRow("non-split", "nonsplit", 0.0, ref, float("nan")),
         UtilityRow("client-only", "clientonly", 0.0, alone, float("nan")),

@@ -2,7 +2,7 @@
 server's transcript recorded, and the references: non-split, and the client alone."""
 
 from trainleak.systems.split_lm.calibrate import aux_pool, fit_calibrator, probe_residual
-from trainleak.systems.split_lm.reference import train_client_only, train_nonsplit
+from trainleak.systems.split_lm.reference import train_reference
 from trainleak.systems.split_lm.train import (
     SplitRun,
     SplitTrainingConfig,
@@ -19,7 +19,6 @@ __all__ = [
     "aux_pool",
     "fit_calibrator",
     "probe_residual",
-    "train_client_only",
-    "train_nonsplit",
+    "train_reference",
     "train_split",
 ]

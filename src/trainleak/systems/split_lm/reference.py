@@ -13,74 +13,51 @@ from trainleak.models.split_lm import LMSplit
 from trainleak.systems.split_lm.train import SplitTrainingConfig, _pool, _prepare, schedulers
 
 
-def train_nonsplit(
+def train_reference(
     public_lm: LanguageModel,
     split: LMSplit,
     data: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     test: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     cfg: SplitTrainingConfig,
     seed: int = 0,
+    *,
+    trunk: bool = True,
 ) -> float:
-    """Train the parts the split run trains (trunk, top, head; bottom frozen) with the same
-    steps, batches and learning rates on the unsplit model; returns test accuracy."""
+    """Train a reference with the split run's steps, batches, learning rates and schedule, the
+    bottom frozen; returns test accuracy.
+
+    ``trunk=True``: the non-split model (trunk, top and head trained in one place).
+    ``trunk=False``: the client alone, its top and head on its own bottom's output with the
+    trunk skipped. A split defense whose accuracy is at or below the client alone gains the
+    client nothing from the split, and a defense whose calibrator leans on the client's own
+    state (MIXGUARD's ``anchored`` calibrator) should be read against it."""
     ids, mask, labels = data
     gen = torch.Generator().manual_seed(seed)
     model, head, server_p, client_p = _prepare(public_lm, split, cfg, int(labels.max()) + 1, seed)
-    s_opt = torch.optim.Adam(server_p, lr=cfg.lr_server)
-    c_opt = torch.optim.Adam(client_p, lr=cfg.lr_client)
-    scheds = schedulers(cfg, s_opt, c_opt)
-    for _ in range(cfg.steps):
-        idx = torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen)
-        real = mask[idx].bool().clone()
-        real[:, 0] = False
-        logits = head(_pool(model.full(ids[idx], mask[idx]), real))
-        loss = nn.functional.cross_entropy(logits, labels[idx])
-        s_opt.zero_grad(set_to_none=True)
-        c_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        s_opt.step()
-        c_opt.step()
-        for sch in scheds:
-            sch.step()
-    return _test_accuracy(model.full, head, test)
+    opts = [torch.optim.Adam(client_p, lr=cfg.lr_client)]
+    if trunk:
+        opts.append(torch.optim.Adam(server_p, lr=cfg.lr_server))
+    scheds = schedulers(cfg, *opts)
 
-
-def train_client_only(
-    public_lm: LanguageModel,
-    split: LMSplit,
-    data: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-    test: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-    cfg: SplitTrainingConfig,
-    seed: int = 0,
-) -> float:
-    """Train the client's own parts (top and head) on its frozen bottom's output with the trunk
-    skipped, same steps, batches and learning rate as the split run; returns test accuracy.
-
-    What the client reaches without the server: a split defense whose accuracy is at or below
-    it gains the client nothing from the split, and a defense whose calibrator leans on the
-    client's own state (MIXGUARD's ``anchored`` calibrator) should be read against it."""
-    ids, mask, labels = data
-    gen = torch.Generator().manual_seed(seed)
-    model, head, _, client_p = _prepare(public_lm, split, cfg, int(labels.max()) + 1, seed)
-    opt = torch.optim.Adam(client_p, lr=cfg.lr_client)
-    (sched,) = schedulers(cfg, opt)
-
-    def forward(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    def alone(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             h = model.bottom(x, m)
         return model.top(h, m)  # type: ignore[no-any-return]
 
+    forward = model.full if trunk else alone
     for _ in range(cfg.steps):
         idx = torch.randint(0, ids.shape[0], (cfg.batch_size,), generator=gen)
         real = mask[idx].bool().clone()
         real[:, 0] = False
-        loss = nn.functional.cross_entropy(
-            head(_pool(forward(ids[idx], mask[idx]), real)), labels[idx]
-        )
-        opt.zero_grad(set_to_none=True)
+        logits = head(_pool(forward(ids[idx], mask[idx]), real))
+        loss = nn.functional.cross_entropy(logits, labels[idx])
+        for opt in opts:
+            opt.zero_grad(set_to_none=True)
         loss.backward()
-        opt.step()
-        sched.step()
+        for opt in opts:
+            opt.step()
+        for sch in scheds:
+            sch.step()
     return _test_accuracy(forward, head, test)
 
 

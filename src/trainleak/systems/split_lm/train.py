@@ -43,8 +43,8 @@ class SplitTrainingConfig:
             training steps for ``refit_steps`` steps (the trunk moves while it trains).
         schedule: ``"cosine"`` (both learning rates decay to zero over ``steps``, Loshchilov
             and Hutter, ICLR 2017) or ``"constant"``. The same schedule is used by the
-            references (:func:`~trainleak.systems.split_lm.reference.train_nonsplit`,
-            ``train_client_only``), so every setting gets the same budget.
+            references (:func:`~trainleak.systems.split_lm.reference.train_reference`), so
+            every setting gets the same budget.
     """
 
     steps: int = param(60, ge=1, integer=True)
