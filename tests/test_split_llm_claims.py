@@ -20,6 +20,7 @@ from trainleak.experiments.split_llm_mixguard_claims import (  # noqa: E402
     claim_noise_costs_more,
     claim_protects_better,
     claim_protects_better_adaptive,
+    claim_server_gain_kept,
     claim_slots_near_chance,
     claim_utility,
     noise_to_match,
@@ -74,6 +75,25 @@ def test_utility_both_sides() -> None:
     out = claim_utility(rows, CFG)
     assert out.holds and out.evidence["over_client_only_points"] == pytest.approx(-1.0)
     assert claim_protects_better(rows, CFG).evidence == claim_protects_better(_rows(), CFG).evidence
+
+
+def test_server_gain_kept_both_sides() -> None:
+    def rows(mg: float, alone: float, nonsplit: float = 0.76) -> list[Row]:
+        out = [r for r in _rows(acc_mg=mg) if r.setting != "non-split"]
+        return [
+            *out,
+            UtilityRow("non-split", "nonsplit", 0.0, nonsplit, float("nan")),
+            UtilityRow("client-only", "clientonly", 0.0, alone, float("nan")),
+        ]
+
+    # the server adds 16 points; MIXGUARD keeps 10 of them (holds) or 4 (fails)
+    held = claim_server_gain_kept(rows(0.70, 0.60), CFG)
+    assert held.holds and held.evidence["kept_points"] == pytest.approx(10.0)
+    assert not claim_server_gain_kept(rows(0.64, 0.60), CFG).holds
+    # the client alone solves the task: not tested, reported as not holding, with the reason
+    alone = claim_server_gain_kept(rows(0.76, 0.75), CFG)
+    assert not alone.holds and "does not need the server" in str(alone.evidence)
+    assert not claim_server_gain_kept(_rows(), CFG).holds  # no client-only row
 
 
 def test_slots_near_chance_both_sides() -> None:
@@ -135,7 +155,7 @@ def test_experiment_runs_end_to_end_on_a_tiny_config() -> None:
         bisr_top_k=4,
     )
     res = run(cfg)
-    assert len(res.claims) == 6 and "privacy_utility" in res.figures
+    assert len(res.claims) == 7 and "privacy_utility" in res.figures
     settings = {r["setting"] for r in res.tables["utility"]}
     assert settings == {"non-split", "client-only", "none", "noise-1", "mixup", "mixguard"}
     assert len(res.tables["attacks"]) == 2 + 3 * 3  # no adaptive row without a defense

@@ -170,6 +170,31 @@ def claim_utility(rows: Sequence[Row], cfg: SplitLLMMixGuardConfig) -> Claim:
     )
 
 
+def claim_server_gain_kept(rows: Sequence[Row], cfg: SplitLLMMixGuardConfig) -> Claim:
+    """The utility claim read against the client-only reference: where the server helps
+    (non-split beats the client alone by more than ``utility_gap`` points), MIXGUARD keeps at
+    least half of that gain. Not tested on a task the client solves alone, where no defense's
+    accuracy can show whether the server's computation survives the obfuscation."""
+    text = (
+        "Where the server helps (non-split above the client alone), MIXGUARD keeps at least "
+        "half of the server's gain"
+    )
+    acc = _acc(rows)
+    if not {"mixguard", "non-split", "client-only"} <= set(acc):
+        return not_tested(text, "needs the mixguard, non-split and client-only rows")
+    gain = 100 * (acc["non-split"] - acc["client-only"])
+    if gain <= cfg.utility_gap:
+        return not_tested(
+            text,
+            f"the task does not need the server: the client alone reaches "
+            f"{acc['client-only']:.3f} against non-split {acc['non-split']:.3f}",
+        )
+    kept = 100 * (acc["mixguard"] - acc["client-only"])
+    return claim(
+        text, kept >= gain / 2, server_gain_points=gain, kept_points=kept, share=kept / gain
+    )
+
+
 def claim_slots_near_chance(rows: Sequence[Row], cfg: SplitLLMMixGuardConfig) -> Claim:
     text = (
         f"Under MIXGUARD private-slot recovery is at most {cfg.chance_factor:g}x chance under "
@@ -268,6 +293,7 @@ def claim_noise_costs_more(rows: Sequence[Row], cfg: SplitLLMMixGuardConfig) -> 
 CLAIMS: tuple[ClaimFn, ...] = (
     claim_attack_is_real,
     claim_utility,
+    claim_server_gain_kept,
     claim_slots_near_chance,
     claim_protects_better,
     claim_protects_better_adaptive,
