@@ -23,7 +23,7 @@ from torch import nn
 
 from trainleak.errors import ConfigError
 from trainleak.models.split_lm import seeded_init
-from trainleak.releases.split_text import TextDefenseSpec
+from trainleak.releases.split_text import CALIBRATORS, TextDefenseSpec
 
 Bottom = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -60,8 +60,8 @@ class Obfuscated:
         drops the decoy positions (seed-briefs-2 §10) from its attention as well as from the
         pooling; without decoys this is the sent mask."""
         keep = self.real.clone()
-        keep[:, 0] = True
-        return (keep & self.mask.bool()).long()
+        keep[:, 0] = True  # real positions lie inside the sent mask, and BOS is always sent
+        return keep.long()
 
     @property
     def lam0(self) -> torch.Tensor:
@@ -211,8 +211,8 @@ class Calibrator(nn.Module):
         self, d: int, gen: torch.Generator, hidden: int = 128, anchor: str = "anchored"
     ) -> None:
         super().__init__()
-        if anchor not in ("anchored", "unmix"):
-            raise ConfigError.invalid("anchor", "'anchored' or 'unmix'", anchor)
+        if anchor not in CALIBRATORS:
+            raise ConfigError.invalid("anchor", f"one of {CALIBRATORS}", anchor)
         self.anchor = anchor
         first = seeded_init(nn.Linear(2 * d, hidden), gen)
         last = nn.Linear(hidden, d)

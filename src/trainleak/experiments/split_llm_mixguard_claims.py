@@ -216,7 +216,7 @@ def _better(rows: Sequence[Row], only: str | None) -> tuple[bool, dict[str, obje
     rivals = {
         s: _worst(rows, s, "token_recovery", only)
         for s, a in acc.items()
-        if s not in ("mixguard", "non-split", "client-only", "none")
+        if s not in ("mixguard", "non-split", "none")
         and a >= acc["mixguard"]
         and _attacks(rows, s, only)
     }

@@ -90,13 +90,11 @@ def schedulers(
     cfg: SplitTrainingConfig, *opts: torch.optim.Optimizer
 ) -> list[torch.optim.lr_scheduler.LambdaLR]:
     """One scheduler per optimizer for ``cfg.schedule``; step each after its optimizer."""
-    steps = cfg.steps
+    steps, cosine = cfg.steps, cfg.schedule == "cosine"
 
     def factor(t: int) -> float:
-        return 0.5 * (1.0 + math.cos(math.pi * min(t, steps) / steps))
+        return 0.5 * (1.0 + math.cos(math.pi * min(t, steps) / steps)) if cosine else 1.0
 
-    if cfg.schedule == "constant":
-        return [torch.optim.lr_scheduler.LambdaLR(o, lambda _: 1.0) for o in opts]
     return [torch.optim.lr_scheduler.LambdaLR(o, factor) for o in opts]
 
 
