@@ -97,6 +97,13 @@ def _revelation(tables: Mapping[str, Any]) -> dict[str, Any]:
             "algorithm": mean(r["algorithm"] == r["predicted_algorithm"] for r in rs),
             "architecture": mean(r["architecture"] == r["predicted_architecture"] for r in rs),
             "targets": len(rs),
+            "wrong": [
+                f"{r['algorithm']}/{r['architecture']}/seed{r['seed']} -> "
+                f"{r['predicted_algorithm']}/{r['predicted_architecture']}"
+                for r in rs
+                if (r["algorithm"], r["architecture"])
+                != (r["predicted_algorithm"], r["predicted_architecture"])
+            ],
         }
     return out
 
@@ -144,12 +151,16 @@ def _utility(tables: Mapping[str, Any]) -> dict[str, Any]:
     """Per setting (algorithm / architecture / ipc / init): every accuracy pooled over seeds
     and fresh networks, against the setting's random-subset draws."""
     groups: dict[str, tuple[list[float], list[float], float]] = {}
+    rates: dict[str, dict[str, Any]] = {}
     for r in tables["utility"]:
         key = f"{r['algorithm']}/{r['architecture']}/ipc{r['ipc']}/{r['init']}"
         dist, rand, _ = groups.setdefault(key, ([], list(r["random_accs"]), r["full_acc"]))
         dist.extend(r["distilled_accs"])
+        lr = rates.setdefault(key, {"distilled_lr": [], "random_lr": r.get("random_lr")})
+        lr["distilled_lr"].append(r.get("distilled_lr"))
     return {
-        k: setting_summary(d, rnd) | {"full": full} for k, (d, rnd, full) in sorted(groups.items())
+        k: setting_summary(d, rnd) | {"full": full} | rates[k]
+        for k, (d, rnd, full) in sorted(groups.items())
     }
 
 
@@ -218,8 +229,9 @@ def utility_lines(name: str, util: Mapping[str, Any]) -> list[str]:
     lines = [
         f"### {name}: distilled vs random real subsets, per setting",
         "",
-        "| setting | distilled (95% CI) | random (95% CI) | gain | gain lower 95% | n | beats |",
-        "|---|---|---|---|---|---|---|",
+        "| setting | distilled (95% CI) | random (95% CI) | gain | gain lower 95% | n | beats "
+        "| lr distilled / random |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for k, v in util.items():
         lb = v.get("gain_lower_95")
@@ -227,9 +239,16 @@ def utility_lines(name: str, util: Mapping[str, Any]) -> list[str]:
             f"| {k} | {v['distilled']:.3f} {_ci(v.get('distilled_95'))} | {v['random']:.3f} "
             f"{_ci(v.get('random_95'))} | {v['distilled'] - v['random']:+.3f} | "
             f"{'n/a' if lb is None else f'{lb:+.3f}'} | {v.get('n', 'n/a')} | "
-            f"{'yes' if lb is not None and lb > 0 else 'NO'} |"
+            f"{'yes' if lb is not None and lb > 0 else 'NO'} | {_rates(v)} |"
         )
     return [*lines, ""]
+
+
+def _rates(v: Mapping[str, Any]) -> str:
+    """The learning rates the two sides chose (runs before the grid recorded none)."""
+    d = [f"{r:.3g}" for r in v.get("distilled_lr") or [] if r is not None]
+    r = v.get("random_lr")
+    return f"{', '.join(d) or '-'} / {'-' if r is None else f'{r:.3g}'}"
 
 
 def _markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
@@ -310,12 +329,24 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=3, help="protocol check: nets per set")
     parser.add_argument("--draws", type=int, default=6, help="protocol check: random subsets")
     parser.add_argument("--eval-steps", type=int, default=300, help="protocol check: steps")
-    parser.add_argument("--eval-lr", type=float, default=0.05, help="protocol check: SGD lr")
+    parser.add_argument(
+        "--eval-lr",
+        type=float,
+        nargs="+",
+        default=[0.01, 0.05],
+        help="protocol check: SGD lr, or a grid each side chooses from on its training data",
+    )
     parser.add_argument(
         "--no-augment", dest="augment", action="store_false", help="protocol check: no DSA"
     )
     parser.add_argument(
         "--note", default="", help="text kept with the entries this run writes (code, load)"
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="keep shadow banks and targets here (default: a temporary folder, a cold run)",
     )
     args = parser.parse_args()
     if args.data_dir:
@@ -331,7 +362,8 @@ def main() -> None:
         print(_markdown(json.loads((OUT / "distillation.json").read_text())))
         return
     summaries: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp_:
+        tmp = args.cache or Path(tmp_)
         for name in names:
             if name == "digits" and args.digits_result is not None:
                 summaries[name] = summarise(json.loads(args.digits_result.read_text()), None)
@@ -370,8 +402,9 @@ def protocol_check(name: str, args: argparse.Namespace, key: str) -> dict[str, A
     n_private, n_test = PROTOCOL_DATA[name]
     task = split_task(name, n_private, 0, n_test, seed=0)
     spec = candidate_specs(["convnet"], task.input_shape, task.num_classes)["convnet"]
+    grid = tuple(args.eval_lr) if len(args.eval_lr) > 1 else ()
     protocol = EvalProtocol(
-        args.eval_steps, args.eval_lr, 256, args.augment, args.models, args.device
+        args.eval_steps, args.eval_lr[-1], 256, args.augment, args.models, args.device, grid
     )
     out: dict[str, Any] = {
         "protocol": {"n_private_test": PROTOCOL_DATA[name], "eval": protocol, **vars(args)},

@@ -1,7 +1,8 @@
 """One setting of the ``distillation-leakage`` utility rows, measured alone: distil the digits
 default private split with one algorithm and architecture (seed 1000 + s), train the
 experiment's 4 fresh networks on each set and 6 random real subsets of the same size the same
-way (300 steps; DSA on both sides with ``--eval-augment``), print one JSON line with the
+way (300 steps, the learning rate chosen from ``--eval-lr`` on the private data by each side;
+DSA on both sides with ``--eval-augment``), print one JSON line with the
 accuracies, the one-sided 95% Welch bound on the gain and the distillation thread CPU time.
 
     python benchmarks/distillation_setting.py mtt lenet --init real --seeds 2 \\
@@ -37,6 +38,13 @@ def main() -> None:
     parser.add_argument("--init", default="real", choices=["real", "noise"])
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--eval-augment", action="store_true")
+    parser.add_argument(
+        "--eval-lr",
+        type=float,
+        nargs="+",
+        default=[0.01, 0.05],
+        help="SGD lr, or a grid each side chooses from on the private data (the default run's)",
+    )
     parser.add_argument("--set", nargs="*", default=[], help="config overrides key=json")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -46,7 +54,10 @@ def main() -> None:
     spec_ = spec[args.architecture]
     test = (torch.cat([task.aux[0], task.holdout[0]]), torch.cat([task.aux[1], task.holdout[1]]))
     cfg = ALGORITHMS[args.algorithm](ipc=10, init=args.init, **extra)
-    protocol = EvalProtocol(steps=300, models=4, augment=args.eval_augment)
+    grid = tuple(args.eval_lr) if len(args.eval_lr) > 1 else ()
+    protocol = EvalProtocol(
+        steps=300, models=4, augment=args.eval_augment, lr=args.eval_lr[-1], lr_grid=grid
+    )
     accs: list[float] = []
     lrs, cpu = [], 0.0
     for s in range(args.seeds):
@@ -54,9 +65,11 @@ def main() -> None:
         run = distill(*task.private, task.num_classes, spec_, cfg, seed=1000 + s)
         cpu += time.thread_time() - t0
         lrs.append(run.release.lr)
-        accs += set_accuracies(run.release, spec_, test, protocol, seed=s)
+        accs += set_accuracies(run.release, spec_, test, protocol, seed=s, select=task.private)
     rand_protocol = dataclasses.replace(protocol, models=6)
-    rand = random_subset_accuracies(*task.private, 10, spec_, test, rand_protocol)
+    rand = random_subset_accuracies(
+        *task.private, 10, spec_, test, rand_protocol, select=task.private
+    )
     out = {"setting": f"{args.algorithm}/{args.architecture}/{args.init}", "overrides": extra}
     out |= {"learned_lr": lrs, "distil_thread_cpu_s": cpu / args.seeds}
     out |= setting_summary(accs, rand) | {"distilled_accs": accs, "random_accs": rand}

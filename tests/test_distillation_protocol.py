@@ -87,3 +87,55 @@ def test_device_is_an_explicit_switch_that_keeps_cpu_cache_keys() -> None:
     run = distill(x, y, 10, MLP, cfg, seed=0, device="cpu")
     assert run.release.images.device == torch.device("cpu")
     assert run.init_indices is not None and run.init_indices.device == torch.device("cpu")
+
+
+# --- the learning-rate grid: each side chooses its rate on selection data, never on test ---
+
+GRID = dataclasses.replace(PROTOCOL, lr_grid=(1e-5, 0.05))
+
+
+def test_grid_keeps_the_rate_that_trains_and_reports_exactly_its_networks() -> None:
+    from trainleak.systems.distillation import evaluate_random_subsets, evaluate_set
+
+    run = distill(*TASK.private, 10, MLP, DMConfig(ipc=1, iterations=50), seed=1000)
+    ev = evaluate_set(run.release, MLP, TASK.holdout, GRID, select=TASK.private)
+    # a rate of 1e-5 leaves the network near its initialisation: 0.05 must win on selection
+    assert ev.lr == 0.05 and ev.selection[0.05] > ev.selection[1e-5] + 0.2, ev.selection
+    plain = set_accuracies(run.release, MLP, TASK.holdout, PROTOCOL)  # lr 0.05, no grid
+    assert list(ev.accuracies) == plain
+    rnd = evaluate_random_subsets(*TASK.private, 1, MLP, TASK.holdout, GRID, select=TASK.private)
+    assert rnd.lr == 0.05 and list(rnd.accuracies) == random_subset_accuracies(
+        *TASK.private, 1, MLP, TASK.holdout, PROTOCOL
+    )
+    # the other side of the choice: a grid whose only useful rate is the small one
+    slow = dataclasses.replace(PROTOCOL, lr_grid=(0.05, 1e3))
+    ev_slow = evaluate_set(run.release, MLP, TASK.holdout, slow, select=TASK.private)
+    assert ev_slow.lr == 0.05 and ev_slow.selection[1e3] < ev_slow.selection[0.05]
+
+
+def test_the_choice_reads_the_selection_data_not_the_test_data() -> None:
+    from trainleak.systems.distillation import evaluate_set
+
+    run = distill(*TASK.private, 10, MLP, DMConfig(ipc=1, iterations=50), seed=1000)
+    x, y = TASK.holdout
+    scrambled = (x, (y + 1) % 10)  # every test label wrong
+    a = evaluate_set(run.release, MLP, TASK.holdout, GRID, select=TASK.private)
+    b = evaluate_set(run.release, MLP, scrambled, GRID, select=TASK.private)
+    assert a.lr == b.lr and a.selection == b.selection
+    # ...while selecting on the scrambled labels picks the rate that learns nothing
+    c = evaluate_set(run.release, MLP, TASK.holdout, GRID, select=scrambled)
+    assert c.lr == 1e-5
+
+
+def test_grid_rates_bad_grids_and_a_missing_selection_set() -> None:
+    from trainleak.errors import ConfigError
+
+    g = EvalProtocol(lr_grid=(0.01, 0.05))
+    assert g.rates() == [0.01, 0.05] and g.rates(0.03) == [0.01, 0.05, 0.03]
+    assert g.rates(0.05) == [0.01, 0.05]  # a published rate already in the grid is not repeated
+    assert EvalProtocol(lr=0.02).rates() == [0.02] and EvalProtocol().rates(0.07) == [0.07]
+    for bad in [(0.01, -0.1), (0.01, 0.01), (0.0,)]:
+        with pytest.raises(ConfigError, match="lr_grid"):
+            EvalProtocol(lr_grid=bad)
+    with pytest.raises(ConfigError, match="selection data"):
+        random_subset_accuracies(*TASK.private, 1, MLP, TASK.holdout, GRID)

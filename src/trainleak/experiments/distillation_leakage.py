@@ -72,8 +72,8 @@ from trainleak.systems.distillation import (
     EvalProtocol,
     Init,
     MTTConfig,
-    random_subset_accuracies,
-    set_accuracies,
+    evaluate_random_subsets,
+    evaluate_set,
     train_on,
 )
 
@@ -284,9 +284,10 @@ def _utility_rows(
     test = (torch.cat([task.aux[0], task.holdout[0]]), torch.cat([task.aux[1], task.holdout[1]]))
     # the random subsets are trained exactly as the distilled sets (steps, lr, batch, augment)
     rand = dataclasses.replace(protocol, models=cfg.random_draws)
-    full = {
-        k: accuracy(train_on(*task.private, s, protocol, seed=0), *test) for k, s in specs.items()
-    }
+    # the full-data reference trains at the grid's last rate (its selection data would be its
+    # own training set)
+    one = dataclasses.replace(protocol, lr=protocol.rates()[-1], lr_grid=())
+    full = {k: accuracy(train_on(*task.private, s, one, seed=0), *test) for k, s in specs.items()}
     runs = {(a, f, i, cfg.ipc, s): r for (a, f, i, s), r in targets.items()}
     spec_u = specs[cfg.utility_architecture]
     for ipc in (i for i in cfg.utility_ipcs if i != cfg.ipc):
@@ -301,14 +302,16 @@ def _utility_rows(
                 device=cfg.device,
             )
             runs[(algo, cfg.utility_architecture, "real", ipc, 0)] = run
+    # each side chooses its learning rate on the private data (the distiller's own), never test
+    select = task.private
     rows, baseline = [], {}
     for (algo, kind, init, ipc, s), run in runs.items():
         if (kind, ipc) not in baseline:
-            baseline[(kind, ipc)] = tuple(
-                random_subset_accuracies(*task.private, ipc, specs[kind], test, rand)
+            baseline[(kind, ipc)] = evaluate_random_subsets(
+                *task.private, ipc, specs[kind], test, rand, select=select
             )
-        accs = tuple(set_accuracies(run.release, specs[kind], test, protocol, seed=s))
-        rand_accs = baseline[(kind, ipc)]
+        ev = evaluate_set(run.release, specs[kind], test, protocol, seed=s, select=select)
+        accs, rand_accs = ev.accuracies, baseline[(kind, ipc)].accuracies
         rows.append(
             UtilityRow(
                 algo,
@@ -321,6 +324,8 @@ def _utility_rows(
                 full[kind],
                 accs,
                 rand_accs,
+                ev.lr,
+                baseline[(kind, ipc)].lr,
             )
         )
     return rows
@@ -353,7 +358,12 @@ def run(cfg: DistillationLeakageConfig, progress: Progress | None = None) -> Res
     know = adversary_knowledge(task, specs, list(cfg.algorithms), bank)
     ira = InformationRevelation(steps=cfg.fingerprint_steps)
     protocol = EvalProtocol(
-        steps=cfg.eval_steps, models=cfg.eval_models, augment=cfg.augment, device=cfg.device
+        steps=cfg.eval_steps,
+        models=cfg.eval_models,
+        augment=cfg.augment,
+        device=cfg.device,
+        lr=cfg.eval_lr_grid[-1],
+        lr_grid=tuple(cfg.eval_lr_grid) if len(cfg.eval_lr_grid) > 1 else (),
     )
     curves: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     images: dict[str, object] = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -47,6 +47,11 @@ class DistillationLeakageConfig(ExperimentConfig):
     augment: bool = False
     eval_steps: int = Field(300, ge=1)
     eval_models: int = Field(4, ge=1)
+    # learning rates each side of the utility check chooses among on the private data (one
+    # rate: no choice); see systems.distillation.evaluate
+    eval_lr_grid: list[Annotated[float, Field(gt=0)]] = Field(
+        default_factory=lambda: [0.01, 0.05], min_length=1
+    )
     random_draws: int = Field(6, ge=1)
     fingerprint_steps: int = Field(60, ge=2)
     surrogate_steps: int = Field(300, ge=1)
@@ -76,6 +81,8 @@ class UtilityRow:
     full_acc: float
     distilled_accs: tuple[float, ...]
     random_accs: tuple[float, ...]
+    distilled_lr: float | None = None
+    random_lr: float | None = None
 
 
 @dataclass(frozen=True)

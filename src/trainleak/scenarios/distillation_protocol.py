@@ -3,8 +3,10 @@ records with one algorithm, architecture and images-per-class, train fresh netwo
 distilled set, and train the same networks, the same way, on random real subsets of the same
 size.
 
-Both sides get the same protocol (steps, learning rate, batch, augmentation, device); a
-learning rate learned by the distillation (MTT) is part of that release and is used for it.
+Both sides get the same protocol (steps, learning rate or learning-rate grid, batch,
+augmentation, device); a learning rate learned by the distillation (MTT) is part of that
+release and is used for it (with a grid, it joins the set's grid). With a grid each side
+chooses its rate on the training records (the distiller's own data), never on the test records.
 Every accuracy is kept (one per fresh network, one per random draw), so a setting can be
 decided by an interval rather than a mean.
 
@@ -83,9 +85,13 @@ def check_setting(
     for s in range(seeds):
         run = distill(*task.private, task.num_classes, spec, config, seed=1000 + s, device=device)
         lrs.append(run.release.lr)
-        distilled += set_accuracies(run.release, spec, test, protocol, seed=100 * s)
+        distilled += set_accuracies(
+            run.release, spec, test, protocol, seed=100 * s, select=task.private
+        )
     rand_protocol = dataclasses.replace(protocol, models=draws)
-    random = random_subset_accuracies(*task.private, config.ipc, spec, test, rand_protocol)
+    random = random_subset_accuracies(
+        *task.private, config.ipc, spec, test, rand_protocol, select=task.private
+    )
     return SettingCheck(
         config.name,
         spec.kind,
@@ -117,8 +123,10 @@ def check_settings(
 
 
 def full_accuracy(task: Task, spec: ModelSpec, protocol: EvalProtocol) -> float:
-    """Test accuracy of one network trained on all of ``task.private`` (the upper reference)."""
-    return accuracy(train_on(*task.private, spec, protocol, seed=0), *task.holdout)
+    """Test accuracy of one network trained on all of ``task.private`` (the upper reference),
+    at the protocol's last grid rate when it has a grid."""
+    one = dataclasses.replace(protocol, lr=protocol.rates()[-1], lr_grid=())
+    return accuracy(train_on(*task.private, spec, one, seed=0), *task.holdout)
 
 
 def protocol_configs(ipc: int, scale: float, augment: bool) -> list[DistillConfig]:

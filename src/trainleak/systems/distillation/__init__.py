@@ -7,6 +7,9 @@ from trainleak.systems.distillation.dc import DCConfig
 from trainleak.systems.distillation.dm import DMConfig
 from trainleak.systems.distillation.evaluate import (
     EvalProtocol,
+    Evaluation,
+    evaluate_random_subsets,
+    evaluate_set,
     random_subset_accuracies,
     random_subset_accuracy,
     set_accuracies,
@@ -23,9 +26,12 @@ __all__ = [
     "DistillConfig",
     "DistillationRun",
     "EvalProtocol",
+    "Evaluation",
     "Init",
     "MTTConfig",
     "distill",
+    "evaluate_random_subsets",
+    "evaluate_set",
     "random_subset_accuracies",
     "random_subset_accuracy",
     "set_accuracies",
