@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from trainleak.data import load_digits
+from trainleak.errors import ConfigError
 from trainleak.models import model_spec
 from trainleak.scenarios.distillation import Task
 from trainleak.scenarios.distillation_bank import run_key
@@ -22,6 +23,8 @@ from trainleak.systems.distillation import (
     DMConfig,
     EvalProtocol,
     distill,
+    evaluate_random_subsets,
+    evaluate_set,
     random_subset_accuracies,
     set_accuracies,
 )
@@ -95,8 +98,6 @@ GRID = dataclasses.replace(PROTOCOL, lr_grid=(1e-5, 0.05))
 
 
 def test_grid_keeps_the_rate_that_trains_and_reports_exactly_its_networks() -> None:
-    from trainleak.systems.distillation import evaluate_random_subsets, evaluate_set
-
     run = distill(*TASK.private, 10, MLP, DMConfig(ipc=1, iterations=50), seed=1000)
     ev = evaluate_set(run.release, MLP, TASK.holdout, GRID, select=TASK.private)
     # a rate of 1e-5 leaves the network near its initialisation: 0.05 must win on selection
@@ -114,8 +115,6 @@ def test_grid_keeps_the_rate_that_trains_and_reports_exactly_its_networks() -> N
 
 
 def test_the_choice_reads_the_selection_data_not_the_test_data() -> None:
-    from trainleak.systems.distillation import evaluate_set
-
     run = distill(*TASK.private, 10, MLP, DMConfig(ipc=1, iterations=50), seed=1000)
     x, y = TASK.holdout
     scrambled = (x, (y + 1) % 10)  # every test label wrong
@@ -128,8 +127,6 @@ def test_the_choice_reads_the_selection_data_not_the_test_data() -> None:
 
 
 def test_grid_rates_bad_grids_and_a_missing_selection_set() -> None:
-    from trainleak.errors import ConfigError
-
     g = EvalProtocol(lr_grid=(0.01, 0.05))
     assert g.rates() == [0.01, 0.05] and g.rates(0.03) == [0.01, 0.05, 0.03]
     assert g.rates(0.05) == [0.01, 0.05]  # a published rate already in the grid is not repeated

@@ -112,14 +112,14 @@ def _choose(
             f"{list(rates)}: pass selection data (select=...) held apart from the test data"
         )
     scores: dict[float, float] = {}
-    kept: tuple[float, list[torch.nn.Module]] | None = None
-    for rate in rates:
+    best_rate, best_nets = rates[0], nets_at(rates[0])
+    scores[best_rate] = sum(accuracy(n, *select) for n in best_nets) / len(best_nets)
+    for rate in rates[1:]:
         nets = nets_at(rate)
         scores[rate] = sum(accuracy(n, *select) for n in nets) / len(nets)
-        if kept is None or scores[rate] > scores[kept[0]]:
-            kept = (rate, nets)
-    assert kept is not None
-    return Evaluation(tuple(accuracy(n, *test) for n in kept[1]), kept[0], scores)
+        if scores[rate] > scores[best_rate]:
+            best_rate, best_nets = rate, nets
+    return Evaluation(tuple(accuracy(n, *test) for n in best_nets), best_rate, scores)
 
 
 def train_on(
