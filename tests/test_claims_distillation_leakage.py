@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import pydantic
+import pytest
 import torch
 
+from trainleak.errors import ConfigError
 from trainleak.experiments._distillation_figures import confusion_figure, pairs, roc_figure, tile
+from trainleak.experiments.distillation_leakage import run as run_experiment
 from trainleak.experiments.distillation_leakage_claims import (
     CLAIMS,
     DistillationLeakageConfig,
@@ -204,3 +208,14 @@ def test_display_helpers_build_images_and_figures() -> None:
     assert len(confusion_figure(_revelation(2, "algorithm")).axes) == 2
     member = torch.arange(10) < 5
     assert roc_figure({"nn": (torch.arange(10.0).flip(0), member)}).axes
+
+
+def test_a_bad_learning_rate_grid_is_refused_before_any_distillation(tmp_path) -> None:
+    with pytest.raises(pydantic.ValidationError):
+        DistillationLeakageConfig(eval_lr_grid=[0.01, -0.05])
+    with pytest.raises(pydantic.ValidationError):
+        DistillationLeakageConfig(eval_lr_grid=[])
+    cfg = DistillationLeakageConfig(eval_lr_grid=[0.05, 0.05], cache_dir=str(tmp_path))
+    with pytest.raises(ConfigError, match="lr_grid"):
+        run_experiment(cfg)
+    assert not any(tmp_path.iterdir())  # nothing was distilled or cached

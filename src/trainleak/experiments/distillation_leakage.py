@@ -339,6 +339,15 @@ def _utility_rows(
 def run(cfg: DistillationLeakageConfig, progress: Progress | None = None) -> Result:
     """Shadow bank, targets, revelation, membership, recovery and utility; then claims."""
     start, cpu = time.perf_counter(), time.process_time()
+    # built first, so a bad learning-rate grid fails before any distillation
+    protocol = EvalProtocol(
+        steps=cfg.eval_steps,
+        models=cfg.eval_models,
+        augment=cfg.augment,
+        device=cfg.device,
+        lr=cfg.eval_lr_grid[-1],
+        lr_grid=tuple(cfg.eval_lr_grid) if len(cfg.eval_lr_grid) > 1 else (),
+    )
     task = split_task(cfg.dataset, cfg.n_private, cfg.n_aux, cfg.n_holdout, cfg.seed)
     specs = candidate_specs(list(cfg.architectures), task.input_shape, task.num_classes)
     cache = _cache(cfg)
@@ -357,14 +366,6 @@ def run(cfg: DistillationLeakageConfig, progress: Progress | None = None) -> Res
     timing["targets_s"] = time.perf_counter() - start - timing["shadow_bank_s"]
     know = adversary_knowledge(task, specs, list(cfg.algorithms), bank)
     ira = InformationRevelation(steps=cfg.fingerprint_steps)
-    protocol = EvalProtocol(
-        steps=cfg.eval_steps,
-        models=cfg.eval_models,
-        augment=cfg.augment,
-        device=cfg.device,
-        lr=cfg.eval_lr_grid[-1],
-        lr_grid=tuple(cfg.eval_lr_grid) if len(cfg.eval_lr_grid) > 1 else (),
-    )
     curves: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     images: dict[str, object] = {}
     rows: list[Row] = []
