@@ -402,9 +402,13 @@ def protocol_check(name: str, args: argparse.Namespace, key: str) -> dict[str, A
     n_private, n_test = PROTOCOL_DATA[name]
     task = split_task(name, n_private, 0, n_test, seed=0)
     spec = candidate_specs(["convnet"], task.input_shape, task.num_classes)["convnet"]
-    grid = tuple(args.eval_lr) if len(args.eval_lr) > 1 else ()
-    protocol = EvalProtocol(
-        args.eval_steps, args.eval_lr[-1], 256, args.augment, args.models, args.device, grid
+    protocol = EvalProtocol.from_rates(
+        args.eval_lr,
+        steps=args.eval_steps,
+        batch_size=256,
+        augment=args.augment,
+        models=args.models,
+        device=args.device,
     )
     out: dict[str, Any] = {
         "protocol": {"n_private_test": PROTOCOL_DATA[name], "eval": protocol, **vars(args)},

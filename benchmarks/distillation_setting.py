@@ -54,10 +54,7 @@ def main() -> None:
     spec_ = spec[args.architecture]
     test = (torch.cat([task.aux[0], task.holdout[0]]), torch.cat([task.aux[1], task.holdout[1]]))
     cfg = ALGORITHMS[args.algorithm](ipc=10, init=args.init, **extra)
-    grid = tuple(args.eval_lr) if len(args.eval_lr) > 1 else ()
-    protocol = EvalProtocol(
-        steps=300, models=4, augment=args.eval_augment, lr=args.eval_lr[-1], lr_grid=grid
-    )
+    protocol = EvalProtocol.from_rates(args.eval_lr, steps=300, models=4, augment=args.eval_augment)
     accs: list[float] = []
     lrs, cpu = [], 0.0
     for s in range(args.seeds):

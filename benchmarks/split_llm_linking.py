@@ -67,10 +67,18 @@ def read(hidden: torch.Tensor, signs: torch.Tensor | None) -> torch.Tensor:
     return hidden.abs() if signs is None else hidden * signs
 
 
+def oracle_groups(ids: torch.Tensor, real: torch.Tensor) -> dict[tuple[int, ...], list[int]]:
+    """ORACLE linking: rows with the same real-token sequence are one record."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for r in range(ids.shape[0]):
+        groups.setdefault(tuple(ids[r][real[r]].tolist()), []).append(r)
+    return groups
+
+
 def linked_records(
     smashed: torch.Tensor,
-    ids: torch.Tensor,
     real: torch.Tensor,
+    groups: dict[tuple[int, ...], list[int]],
     m: int,
     signs: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -78,9 +86,6 @@ def linked_records(
     seen at least ``m`` times, the mean feature (:func:`read`, ``signs`` per row) of its first
     ``m`` encodings at its real positions (aligned by order); returns ``(features (P, d),
     tokens (P,), records)``."""
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for r in range(ids.shape[0]):
-        groups.setdefault(tuple(ids[r][real[r]].tolist()), []).append(r)
     feats, toks, n = [], [], 0
     for key, rows in groups.items():
         if len(rows) < m:
@@ -170,9 +175,10 @@ def main() -> None:
         for t in tr.step.unique():
             at = tr.step == t
             row_signs[at] = estimated_signs(smashed[at], tr.mask[at], mu)
+    groups = oracle_groups(ids, real)
     rows_out = []
     for m in args.m:
-        feats, toks, n_rec = linked_records(smashed, ids, real, m, row_signs)
+        feats, toks, n_rec = linked_records(smashed, real, groups, m, row_signs)
         if n_rec == 0:
             rows_out.append({"m": m, "records": 0})
             continue
@@ -192,14 +198,13 @@ def main() -> None:
         }
         rows_out.append(row)
         print(json.dumps(row), flush=True)
-    counts = {}
-    for r in range(ids.shape[0]):
-        counts[tuple(ids[r][real[r]].tolist())] = counts.get(tuple(ids[r][real[r]].tolist()), 0) + 1
     out = {
         "seed": args.seed,
         "rows": int(ids.shape[0]),
         "steps_covered": int(tr.step.max()) + 1,
-        "encodings_per_record_median": float(torch.tensor(list(counts.values())).float().median()),
+        "encodings_per_record_median": float(
+            torch.tensor([len(g) for g in groups.values()]).float().median()
+        ),
         "mixguard_accuracy": acc,
         "slot_chance": 1.0 / w.pool_size,
         "lam0": [cfg.lam0_low, cfg.lam0_high],

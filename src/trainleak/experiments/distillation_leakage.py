@@ -286,7 +286,7 @@ def _utility_rows(
     rand = dataclasses.replace(protocol, models=cfg.random_draws)
     # the full-data reference trains at the grid's last rate (its selection data would be its
     # own training set)
-    one = dataclasses.replace(protocol, lr=protocol.rates()[-1], lr_grid=())
+    one = protocol.single_rate()
     full = {k: accuracy(train_on(*task.private, s, one, seed=0), *test) for k, s in specs.items()}
     runs = {(a, f, i, cfg.ipc, s): r for (a, f, i, s), r in targets.items()}
     spec_u = specs[cfg.utility_architecture]
@@ -340,13 +340,12 @@ def run(cfg: DistillationLeakageConfig, progress: Progress | None = None) -> Res
     """Shadow bank, targets, revelation, membership, recovery and utility; then claims."""
     start, cpu = time.perf_counter(), time.process_time()
     # built first, so a bad learning-rate grid fails before any distillation
-    protocol = EvalProtocol(
+    protocol = EvalProtocol.from_rates(
+        cfg.eval_lr_grid,
         steps=cfg.eval_steps,
         models=cfg.eval_models,
         augment=cfg.augment,
         device=cfg.device,
-        lr=cfg.eval_lr_grid[-1],
-        lr_grid=tuple(cfg.eval_lr_grid) if len(cfg.eval_lr_grid) > 1 else (),
     )
     task = split_task(cfg.dataset, cfg.n_private, cfg.n_aux, cfg.n_holdout, cfg.seed)
     specs = candidate_specs(list(cfg.architectures), task.input_shape, task.num_classes)

@@ -125,7 +125,7 @@ def check_settings(
 def full_accuracy(task: Task, spec: ModelSpec, protocol: EvalProtocol) -> float:
     """Test accuracy of one network trained on all of ``task.private`` (the upper reference),
     at the protocol's last grid rate when it has a grid."""
-    one = dataclasses.replace(protocol, lr=protocol.rates()[-1], lr_grid=())
+    one = protocol.single_rate()
     return accuracy(train_on(*task.private, spec, one, seed=0), *task.holdout)
 
 

@@ -23,7 +23,7 @@ References:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -68,6 +68,17 @@ class EvalProtocol:
             raise ConfigError.invalid("lr_grid", "positive learning rates", self.lr_grid)
         if len(set(self.lr_grid)) != len(self.lr_grid):
             raise ConfigError.invalid("lr_grid", "distinct learning rates", self.lr_grid)
+
+    @classmethod
+    def from_rates(cls, rates: Sequence[float], **kwargs: object) -> EvalProtocol:
+        """A protocol at one rate (``rates`` of length one) or choosing among ``rates``."""
+        grid = tuple(rates) if len(rates) > 1 else ()
+        return cls(lr=rates[-1], lr_grid=grid, **kwargs)  # type: ignore[arg-type]
+
+    def single_rate(self) -> EvalProtocol:
+        """This protocol without a choice, at its last candidate rate (for a reference whose
+        selection data would be its own training set)."""
+        return replace(self, lr=self.rates()[-1], lr_grid=())
 
     def rates(self, published: float | None = None) -> list[float]:
         """The learning rates a side is trained at: the grid (plus a published rate), or the
