@@ -129,14 +129,16 @@ def test_latent_ball_keeps_optimised_latents_in_the_typical_set() -> None:
             latent_ball=ball, latent_clip=10.0,
         )  # fmt: skip
         captured: list[torch.Tensor] = []
-        orig = atk._optimise
+        orig = atk._descend  # the latent search (and the feature search, off here)
 
-        def spy(*a: object, _o: object = orig, _c: list[torch.Tensor] = captured) -> object:
-            z, losses = _o(*a)  # type: ignore[operator]
+        def spy(
+            *a: object, _o: object = orig, _c: list[torch.Tensor] = captured, **kw: object
+        ) -> object:
+            z, losses = _o(*a, **kw)  # type: ignore[operator]
             _c.append(z)
             return z, losses
 
-        object.__setattr__(atk, "_optimise", spy)
+        object.__setattr__(atk, "_descend", spy)
         atk(target.release, know, seed=1)
         norms[ball] = float(captured[0].norm(dim=1).max())
     radius = typical_radius(4, 0.9)

@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
     "progress": 0,
     "_discovery": 0,
     "linalg": 0,
+    "parallel": 0,
     "validation": 0,
     "data": 1,
     "models": 1,

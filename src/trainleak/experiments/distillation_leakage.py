@@ -17,7 +17,9 @@ Chen et al., "Turning Black Box into White Box: Dataset Distillation Leaks", arX
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from trainleak.attacks.distillation import (
     NearestSyntheticRecovery,
     held_out_accuracy,
 )
+from trainleak.errors import ConfigError
 from trainleak.experiments._distillation_figures import confusion_figure, pairs, roc_figure, tile
 from trainleak.experiments.base import Result, evaluate_claims, experiment, rows_table
 from trainleak.experiments.distillation_leakage_claims import (
@@ -47,6 +50,7 @@ from trainleak.experiments.distillation_leakage_claims import (
 from trainleak.metrics.distillation import recovery_scores
 from trainleak.models.fitting import accuracy
 from trainleak.models.spec import ModelSpec
+from trainleak.parallel import pmap
 from trainleak.progress import Progress
 from trainleak.releases.distilled import DistilledSet
 from trainleak.releases.knowledge import Knowledge
@@ -60,9 +64,11 @@ from trainleak.scenarios.distillation import (
     split_task,
 )
 from trainleak.scenarios.distillation_bank import (
+    DistillJob,
     build_shadow_bank,
-    cached_distill,
     default_cache_dir,
+    prefill,
+    shadow_jobs,
 )
 from trainleak.systems.distillation import (
     DCConfig,
@@ -70,6 +76,7 @@ from trainleak.systems.distillation import (
     DistillConfig,
     DMConfig,
     EvalProtocol,
+    Evaluation,
     Init,
     MTTConfig,
     evaluate_random_subsets,
@@ -97,31 +104,43 @@ def _cache(cfg: DistillationLeakageConfig) -> Path | None:
     return Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
 
 
-def _targets(
-    cfg: DistillationLeakageConfig,
-    task: Task,
-    specs: dict[str, ModelSpec],
-    cache: Path | None,
-    progress: Progress | None,
-) -> dict[Key, DistillationRun]:
-    """Distil the private data for every (algorithm, architecture, init, seed)."""
-    out: dict[Key, DistillationRun] = {}
-    total = 2 * len(cfg.algorithms) * len(specs) * cfg.target_seeds
+def _target_jobs(
+    cfg: DistillationLeakageConfig, task: Task, specs: dict[str, ModelSpec]
+) -> dict[Key, DistillJob]:
+    """The distillation of the private data for every (algorithm, architecture, init, seed)."""
+    out: dict[Key, DistillJob] = {}
     for init in ("real", "noise"):
         for algo, dcfg in _configs(cfg, init, cfg.ipc).items():
             for kind, spec in specs.items():
                 for s in range(cfg.target_seeds):
-                    out[(algo, kind, init, s)] = cached_distill(
-                        *task.private,
-                        task.num_classes,
-                        spec,
-                        dcfg,
-                        seed=1000 + s,
-                        cache_dir=cache,
-                        device=cfg.device,
-                    )
-                    if progress is not None:
-                        progress("target sets", len(out), total)
+                    job = DistillJob(*task.private, task.num_classes, spec, dcfg, 1000 + s)
+                    out[(algo, kind, init, s)] = dataclasses.replace(job, device=cfg.device)
+    return out
+
+
+def _utility_jobs(
+    cfg: DistillationLeakageConfig, task: Task, specs: dict[str, ModelSpec]
+) -> dict[tuple[str, int], DistillJob]:
+    """The utility architecture's real-initialised sets at the other ``utility_ipcs``."""
+    spec = specs[cfg.utility_architecture]
+    return {
+        (algo, ipc): DistillJob(
+            *task.private, task.num_classes, spec, dcfg, 1000, device=cfg.device
+        )
+        for ipc in (i for i in cfg.utility_ipcs if i != cfg.ipc)
+        for algo, dcfg in _configs(cfg, "real", ipc).items()
+    }
+
+
+def _targets(
+    jobs: dict[Key, DistillJob], cache: Path | None, progress: Progress | None
+) -> dict[Key, DistillationRun]:
+    """The target runs (from the cache, or distilled now)."""
+    out: dict[Key, DistillationRun] = {}
+    for key, job in jobs.items():
+        out[key] = job.run(cache)
+        if progress is not None:
+            progress("target sets", len(out), len(jobs))
     return out
 
 
@@ -273,6 +292,37 @@ def _recovery_rows(
     return rows
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Eval:
+    """One piece of the utility check, run by :func:`_evaluate` (in a worker, or here):
+    ``set``: fresh networks on a released set; ``random``: on random private subsets of
+    ``ipc`` per class; ``full``: one network on all private data, its test accuracy."""
+
+    what: str
+    spec: ModelSpec
+    protocol: EvalProtocol
+    test: tuple[torch.Tensor, torch.Tensor]
+    data: tuple[torch.Tensor, torch.Tensor]
+    release: DistilledSet | None = None
+    ipc: int = 0
+    seed: int = 0
+
+
+def _evaluate(job: _Eval) -> Evaluation | float:
+    # each side chooses its learning rate on the private data (the distiller's own), never test
+    if job.what == "full":
+        return accuracy(train_on(*job.data, job.spec, job.protocol, seed=0), *job.test)
+    if job.what == "random":
+        return evaluate_random_subsets(
+            *job.data, job.ipc, job.spec, job.test, job.protocol, select=job.data
+        )
+    if job.release is None:
+        raise ConfigError("a set evaluation without its release")
+    return evaluate_set(
+        job.release, job.spec, job.test, job.protocol, seed=job.seed, select=job.data
+    )
+
+
 def _utility_rows(
     cfg: DistillationLeakageConfig,
     task: Task,
@@ -280,6 +330,7 @@ def _utility_rows(
     targets: dict[Key, DistillationRun],
     cache: Path | None,
     protocol: EvalProtocol,
+    progress: Progress | None = None,
 ) -> list[UtilityRow]:
     test = (torch.cat([task.aux[0], task.holdout[0]]), torch.cat([task.aux[1], task.holdout[1]]))
     # the random subsets are trained exactly as the distilled sets (steps, lr, batch, augment)
@@ -287,31 +338,28 @@ def _utility_rows(
     # the full-data reference trains at the grid's last rate (its selection data would be its
     # own training set)
     one = protocol.single_rate()
-    full = {k: accuracy(train_on(*task.private, s, one, seed=0), *test) for k, s in specs.items()}
     runs = {(a, f, i, cfg.ipc, s): r for (a, f, i, s), r in targets.items()}
-    spec_u = specs[cfg.utility_architecture]
-    for ipc in (i for i in cfg.utility_ipcs if i != cfg.ipc):
-        for algo, dcfg in _configs(cfg, "real", ipc).items():
-            run = cached_distill(
-                *task.private,
-                task.num_classes,
-                spec_u,
-                dcfg,
-                seed=1000,
-                cache_dir=cache,
-                device=cfg.device,
-            )
-            runs[(algo, cfg.utility_architecture, "real", ipc, 0)] = run
-    # each side chooses its learning rate on the private data (the distiller's own), never test
-    select = task.private
-    rows, baseline = [], {}
-    for (algo, kind, init, ipc, s), run in runs.items():
-        if (kind, ipc) not in baseline:
-            baseline[(kind, ipc)] = evaluate_random_subsets(
-                *task.private, ipc, specs[kind], test, rand, select=select
-            )
-        ev = evaluate_set(run.release, specs[kind], test, protocol, seed=s, select=select)
-        accs, rand_accs = ev.accuracies, baseline[(kind, ipc)].accuracies
+    for (algo, ipc), dj in _utility_jobs(cfg, task, specs).items():
+        runs[(algo, cfg.utility_architecture, "real", ipc, 0)] = dj.run(cache)
+    full = {k: _Eval("full", spec, one, test, task.private) for k, spec in specs.items()}
+    base = {
+        (kind, ipc): _Eval("random", specs[kind], rand, test, task.private, ipc=ipc)
+        for (_, kind, _, ipc, _) in runs
+    }
+    sets = {
+        key: _Eval("set", specs[key[1]], protocol, test, task.private, run.release, seed=key[4])
+        for key, run in runs.items()
+    }
+    jobs = [*full.values(), *base.values(), *sets.values()]
+    done = dict(zip(jobs, pmap(_evaluate, jobs, cfg.workers, progress, "utility"), strict=True))
+    rows = []
+    for (algo, kind, init, ipc, s), ej in sets.items():
+        ev, rd, ref = done[ej], done[base[(kind, ipc)]], done[full[kind]]
+        if not isinstance(ev, Evaluation) or not isinstance(rd, Evaluation):
+            raise TypeError("a utility evaluation returned no Evaluation")
+        if isinstance(ref, Evaluation):
+            raise TypeError("the full-data reference returned no accuracy")
+        accs, rand_accs = ev.accuracies, rd.accuracies
         rows.append(
             UtilityRow(
                 algo,
@@ -321,11 +369,11 @@ def _utility_rows(
                 s,
                 sum(accs) / len(accs),
                 sum(rand_accs) / len(rand_accs),
-                full[kind],
+                float(ref),
                 accs,
                 rand_accs,
                 ev.lr,
-                baseline[(kind, ipc)].lr,
+                rd.lr,
             )
         )
     return rows
@@ -349,19 +397,46 @@ def run(cfg: DistillationLeakageConfig, progress: Progress | None = None) -> Res
     )
     task = split_task(cfg.dataset, cfg.n_private, cfg.n_aux, cfg.n_holdout, cfg.seed)
     specs = candidate_specs(list(cfg.architectures), task.input_shape, task.num_classes)
-    cache = _cache(cfg)
+    with contextlib.ExitStack() as stack:
+        cache = _cache(cfg)
+        if cache is None and cfg.workers > 1:  # the workers hand their sets over on disk
+            cache = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        result = _run(cfg, protocol, task, specs, cache, progress, start, cpu)
+    return result
+
+
+def _run(
+    cfg: DistillationLeakageConfig,
+    protocol: EvalProtocol,
+    task: Task,
+    specs: dict[str, ModelSpec],
+    cache: Path | None,
+    progress: Progress | None,
+    start: float,
+    cpu: float,
+) -> Result:
+    configs = _configs(cfg, "real", cfg.ipc)
+    target_jobs = _target_jobs(cfg, task, specs)
+    if cache is not None:
+        # every distillation of the run, spread over the workers (the stages below read them)
+        bank_jobs = shadow_jobs(
+            task.aux, task.num_classes, configs, specs, range(cfg.shadow_seeds), device=cfg.device
+        )
+        jobs = [j[-1] for j in bank_jobs] + [*target_jobs.values()]
+        prefill([*jobs, *_utility_jobs(cfg, task, specs).values()], cache, cfg.workers, progress)
+    distilled_s = time.perf_counter() - start
     bank = build_shadow_bank(
         task.aux,
         task.num_classes,
-        _configs(cfg, "real", cfg.ipc),
+        configs,
         specs,
         range(cfg.shadow_seeds),
         cache_dir=cache,
         progress=progress,
         device=cfg.device,
     )
-    timing = {"shadow_bank_s": time.perf_counter() - start}
-    targets = _targets(cfg, task, specs, cache, progress)
+    timing = {"parallel_distill_s": distilled_s, "shadow_bank_s": time.perf_counter() - start}
+    targets = _targets(target_jobs, cache, progress)
     timing["targets_s"] = time.perf_counter() - start - timing["shadow_bank_s"]
     know = adversary_knowledge(task, specs, list(cfg.algorithms), bank)
     ira = InformationRevelation(steps=cfg.fingerprint_steps)
@@ -372,7 +447,7 @@ def run(cfg: DistillationLeakageConfig, progress: Progress | None = None) -> Res
     rows += _membership_rows(cfg, task, targets, know, curves)
     rows += _reference_rows(cfg, task, specs, protocol)
     rows += _recovery_rows(cfg, task, targets, know, images)
-    rows += _utility_rows(cfg, task, specs, targets, cache, protocol)
+    rows += _utility_rows(cfg, task, specs, targets, cache, protocol, progress)
     held = held_out_accuracy(bank, list(specs.values()), task.aux, ira.fingerprint_spec())
     timing.update(total_s=time.perf_counter() - start, cpu_s=time.process_time() - cpu)
     return _result(cfg, rows, held, timing, curves, images)

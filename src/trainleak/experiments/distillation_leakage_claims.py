@@ -62,6 +62,10 @@ class DistillationLeakageConfig(ExperimentConfig):
     cache_dir: str | None = None
     use_cache: bool = True
     device: str = Field("cpu", pattern=DEVICE_PATTERN)
+    # processes distilling the shadow bank and the targets in parallel, one thread each (1:
+    # in the run's own process); the sets are seeded one by one, so the count changes the
+    # wall time, not the sets
+    workers: int = Field(2, ge=1)
 
 
 @dataclass(frozen=True)

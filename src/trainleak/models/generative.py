@@ -66,7 +66,33 @@ class VAEDecoder(nn.Module):
         return self.net(z).view(-1, *self.input_shape)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return self.low + (self.high - self.low) * torch.sigmoid(self.logits(z))
+        return self._box(self.logits(z))
+
+    def _box(self, logits: torch.Tensor) -> torch.Tensor:
+        return self.low + (self.high - self.low) * torch.sigmoid(logits)
+
+    @property
+    def feature_depths(self) -> int:
+        """How many intermediate feature layers :meth:`features` can stop at (the hidden
+        layers: depth 1 is the output of the first hidden layer's activation)."""
+        return (len(self.net) - 1) // 2
+
+    def _check_depth(self, depth: int) -> None:
+        if not 1 <= int(depth) <= self.feature_depths:
+            raise ConfigError.invalid(
+                "feature_depth", f"between 1 and {self.feature_depths} for this decoder", depth
+            )
+
+    def features(self, z: torch.Tensor, depth: int) -> torch.Tensor:
+        """The decoder's intermediate features of ``z`` after ``depth`` hidden layers;
+        ``from_features(features(z, d), d)`` equals ``forward(z)``."""
+        self._check_depth(depth)
+        return self.net[: 2 * depth](z)
+
+    def from_features(self, h: torch.Tensor, depth: int) -> torch.Tensor:
+        """Images from intermediate features taken at ``depth`` (the rest of the decoder)."""
+        self._check_depth(depth)
+        return self._box(self.net[2 * depth :](h).view(-1, *self.input_shape))
 
 
 def _ups(input_shape: tuple[int, ...]) -> int:
@@ -125,6 +151,20 @@ class ConvVAEDecoder(VAEDecoder):
         h = self.net(z).view(-1, self.channels, *self.start)
         _, height, width = self.input_shape
         return self.conv(h)[:, :, :height, :width]
+
+    @property
+    def feature_depths(self) -> int:
+        """Depth 1: the activated maps after the linear map; each doubling adds one."""
+        return 1 + (len(self.conv) - 2) // 3
+
+    def features(self, z: torch.Tensor, depth: int) -> torch.Tensor:
+        self._check_depth(depth)
+        return self.conv[: 1 + 3 * (depth - 1)](self.net(z).view(-1, self.channels, *self.start))
+
+    def from_features(self, h: torch.Tensor, depth: int) -> torch.Tensor:
+        self._check_depth(depth)
+        _, height, width = self.input_shape
+        return self._box(self.conv[1 + 3 * (depth - 1) :](h)[:, :, :height, :width])
 
 
 class VAE(nn.Module):

@@ -27,6 +27,7 @@ References:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -45,6 +46,7 @@ from trainleak.attacks.inversion._latent import (
     identity_loss,
     mean_scores,
     noisy,
+    project_l1_ball,
     surrogates,
     typical_radius,
 )
@@ -64,6 +66,9 @@ def _setup(release: ClassifierRelease, knowledge: Knowledge) -> tuple[nn.Module,
     for p in model.parameters():
         p.requires_grad_(False)
     return model, prior
+
+
+Coder = Callable[[torch.Tensor], torch.Tensor]
 
 
 def _top_per_class(scores: torch.Tensor, k: int) -> torch.Tensor:
@@ -120,6 +125,17 @@ class GenerativeInversion(Attack[ClassifierRelease]):
         robust_select: the final selection averages the score over the target *and* the
             model-augmentation students (a defense-robust score: an image that only fools the
             target's non-robust features scores low on the students).
+        feature_steps: Adam steps in the decoder's intermediate features after each
+            restart's latent search (IF-GMI; 0: off): the latent search ends at features
+            ``h0 = features(z, feature_depth)`` and the attack goes on optimising ``h`` with
+            the same loss, through the rest of the decoder, inside the l1 ball
+            ``|h - h0|_1 <= feature_radius * |h0|_1``. A prior trained on few public images
+            cannot express a private identity in its latents; its features can hold more,
+            and the ball keeps the images near the prior's manifold.
+        feature_depth: the decoder layer whose features are searched (1: after the first
+            hidden layer).
+        feature_radius: radius of the l1 ball, relative to the l1 norm of each ``h0``.
+        feature_lr: Adam learning rate on the features.
     """
 
     name: ClassVar[str] = "mi-standard"
@@ -154,6 +170,10 @@ class GenerativeInversion(Attack[ClassifierRelease]):
     students: Student = param("mlp", choices=STUDENTS)
     student_steps: int = param(300, ge=1, integer=True)
     student_temperature: float = param(1.0, gt=0)
+    feature_steps: int = param(0, ge=0, integer=True)
+    feature_depth: int = param(1, ge=1, integer=True)
+    feature_radius: float = param(0.2, gt=0)
+    feature_lr: float = param(0.01, gt=0)
 
     def validate(self) -> None:
         if self.target_weight == 0 and self.model_augment == 0:
@@ -189,6 +209,7 @@ class GenerativeInversion(Attack[ClassifierRelease]):
             )
         aug = augmenter(self.flip, self.crop, self.rotate)
         c = release.num_classes
+        decode, head = self._decoding(dec)
         pooled, trace = [], []
         for r in range(self.restarts):
             z0 = prior.sample_latents(self.candidates, generator)
@@ -196,31 +217,101 @@ class GenerativeInversion(Attack[ClassifierRelease]):
                 [model], dec(z0), self.select, self.selection_transforms, aug, generator, self.noise
             )
             idx = _top_per_class(scores, self.keep)
-            z, losses = self._optimise(z0[idx.reshape(-1)].clone(), c, models, dec, generator)
-            pooled.append(z.view(c, -1, prior.latent_dim))
+            z = z0[idx.reshape(-1)].clone()
+            z, losses = self._descend(
+                z, c, models, dec, self._latent_box(z), self.steps, self.lr, generator
+            )
             trace += [{"restart": float(r), "step": float(s), "loss": v} for s, v in losses]
+            code = z
+            if self.feature_steps:
+                h0 = head(z).detach()
+                code, losses = self._descend(
+                    h0.clone(),
+                    c,
+                    models,
+                    decode,
+                    self._feature_ball(h0),
+                    self.feature_steps,
+                    self.feature_lr,
+                    generator,
+                    latent=False,
+                )
+                trace += [
+                    {"restart": float(r), "step": float(self.steps + s), "loss": v}
+                    for s, v in losses
+                ]
+            pooled.append(code.view(c, -1, *code.shape[1:]))
             if progress is not None:
                 progress("restarts", r + 1, self.restarts)
-        zs = torch.cat(pooled, 1)
+        codes = torch.cat(pooled, 1)
         judges = models if self.robust_select else [model]
-        return self._final(zs, dec, judges, generator, trace)
+        return self._final(codes, decode, judges, generator, trace)
 
-    def _optimise(
+    def _decoding(self, dec: nn.Module) -> tuple[Coder, Coder]:
+        """``(decode, head)``: codes to images (the decoder itself, or its layers past
+        ``feature_depth``) and latents to codes (the identity, or the layers up to it).
+
+        Raises:
+            ConfigError: the feature phase is on and the decoder does not expose features
+                at ``feature_depth``.
+        """
+        if not self.feature_steps:
+            return dec, lambda z: z
+        tail, head = getattr(dec, "from_features", None), getattr(dec, "features", None)
+        depths = getattr(dec, "feature_depths", 0)
+        if not callable(tail) or not callable(head):
+            raise ConfigError(
+                f"feature_steps = {self.feature_steps} needs a prior whose decoder exposes its "
+                f"intermediate features (features / from_features); {type(dec).__name__} does not"
+            )
+        if self.feature_depth > depths:
+            raise ConfigError.invalid(
+                "feature_depth", f"at most {depths} for this prior's decoder", self.feature_depth
+            )
+        depth = self.feature_depth
+        return (lambda h: tail(h, depth)), (lambda z: head(z, depth))
+
+    def _latent_box(self, z: torch.Tensor) -> Callable[[torch.Tensor], None]:
+        """In place after every latent step: the clamp, and the typical-set ball when on."""
+        radius = typical_radius(int(z.shape[1]), self.latent_ball) if self.latent_ball else 0.0
+
+        def project(v: torch.Tensor) -> None:
+            v.clamp_(-self.latent_clip, self.latent_clip)
+            if radius:
+                v.mul_((radius / v.norm(dim=1, keepdim=True).clamp_min(1e-12)).clamp(max=1))
+
+        return project
+
+    def _feature_ball(self, h0: torch.Tensor) -> Callable[[torch.Tensor], None]:
+        """In place after every feature step: back into the l1 ball around ``h0``."""
+        radius = self.feature_radius * h0.flatten(1).abs().sum(1)
+
+        def project(v: torch.Tensor) -> None:
+            v.copy_(h0 + project_l1_ball(v - h0, radius))
+
+        return project
+
+    def _descend(
         self,
-        z: torch.Tensor,
+        code: torch.Tensor,
         c: int,
         models: list[nn.Module],
-        dec: nn.Module,
+        decode: Callable[[torch.Tensor], torch.Tensor],
+        project: Callable[[torch.Tensor], None],
+        steps: int,
+        lr: float,
         gen: torch.Generator,
+        latent: bool = True,
     ) -> tuple[torch.Tensor, list[tuple[int, float]]]:
-        target = torch.arange(c).repeat_interleave(len(z) // c)
-        z.requires_grad_(True)
-        opt = torch.optim.Adam([z], lr=self.lr)
+        """Adam on the identity loss of ``decode(code)`` under transforms, ``project``-ed
+        after every step (``latent_reg`` applies to latents only)."""
+        target = torch.arange(c).repeat_interleave(len(code) // c)
+        code.requires_grad_(True)
+        opt = torch.optim.Adam([code], lr=lr)
         aug = augmenter(self.flip, self.crop, self.rotate)
-        radius = typical_radius(int(z.shape[1]), self.latent_ball) if self.latent_ball else 0.0
         losses: list[tuple[int, float]] = []
-        for step in range(self.steps):
-            img = dec(z)
+        for step in range(steps):
+            img = decode(code)
             view = noisy(aug(img, gen) if self.augment else img, self.noise, gen)
             each = [
                 identity_loss(m(view), target, self.loss, self.temperature).mean() for m in models
@@ -228,32 +319,30 @@ class GenerativeInversion(Attack[ClassifierRelease]):
             loss = self.target_weight * each[0]
             if len(each) > 1:
                 loss = (loss + torch.stack(each[1:]).sum()) / (self.target_weight + len(each) - 1)
-            if self.latent_reg:
-                loss = loss + self.latent_reg * 0.5 * z.pow(2).sum(1).mean()
+            if self.latent_reg and latent:
+                loss = loss + self.latent_reg * 0.5 * code.pow(2).sum(1).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
             with torch.no_grad():
-                z.clamp_(-self.latent_clip, self.latent_clip)
-                if radius:
-                    z.mul_((radius / z.norm(dim=1, keepdim=True).clamp_min(1e-12)).clamp(max=1))
-            if step % 10 == 0 or step == self.steps - 1:
+                project(code)
+            if step % 10 == 0 or step == steps - 1:
                 losses.append((step, float(loss.detach())))
-        return z.detach(), losses
+        return code.detach(), losses
 
     def _final(
         self,
-        zs: torch.Tensor,
-        dec: nn.Module,
+        codes: torch.Tensor,
+        decode: Callable[[torch.Tensor], torch.Tensor],
         judges: list[nn.Module],
         gen: torch.Generator,
         trace: list[dict[str, float]],
     ) -> Reconstruction:
-        c = int(zs.shape[0])
+        c = int(codes.shape[0])
         images, labels, scores = [], [], []
         with torch.no_grad():
             for k in range(c):
-                imgs = dec(zs[k])
+                imgs = decode(codes[k])
                 s = mean_scores(
                     judges,
                     imgs,

@@ -1,0 +1,71 @@
+"""Independent jobs spread over worker processes.
+
+:func:`pmap` runs a module-level function over a list of items in ``workers`` spawned
+processes (one torch thread each, so the workers share the cores instead of fighting over them)
+and returns the results in the items' order. Jobs and results travel between this process and
+its own workers through ``multiprocessing``'s pipes; nothing is read back from disk. A job
+whose function is seeded by its item gives the same result in a worker as in this process, up
+to the floating-point order of the thread count. With ``workers <= 1`` the items are mapped
+here, one after the other.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from typing import TypeVar
+
+import torch
+
+from trainleak.progress import Progress
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def _single_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def pmap(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    workers: int,
+    progress: Progress | None = None,
+    label: str = "jobs",
+) -> list[R]:
+    """``[fn(item) for item in items]``, in ``workers`` processes.
+
+    ``fn`` must be importable by name (a module-level function) and the items and results
+    picklable. Progress is reported once per finished item.
+
+    Raises:
+        Exception: the first error a job raised (the jobs not yet started are cancelled).
+    """
+    n = len(items)
+    if workers <= 1 or n <= 1:
+        out = []
+        for i, item in enumerate(items):
+            out.append(fn(item))
+            if progress is not None:
+                progress(label, i + 1, n)
+        return out
+    results: list[R | None] = [None] * n
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(workers, n), ctx, _single_thread) as pool:
+        index: dict[Future[R], int] = {pool.submit(fn, item): i for i, item in enumerate(items)}
+        pending, done = set(index), 0
+        try:
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for f in finished:
+                    results[index[f]] = f.result()
+                    done += 1
+                    if progress is not None:
+                        progress(label, done, n)
+        except BaseException:
+            for f in pending:
+                f.cancel()
+            raise
+    return results  # type: ignore[return-value]
