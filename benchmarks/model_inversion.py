@@ -121,6 +121,9 @@ def summarise_adaptive(res: Mapping[str, Any], wall: float) -> dict[str, Any]:
     return out
 
 
+FEATURE_RADII = (0.05, 0.3)
+
+
 def ceilings(cfg: ModelInversionAdaptiveConfig) -> dict[str, Any]:
     """What each evaluator can credit at all, measured on the held-out private faces (images
     9-10; evaluator-side only, nothing reaches an attack): Acc@1 on the real images, and on
@@ -128,9 +131,17 @@ def ceilings(cfg: ModelInversionAdaptiveConfig) -> dict[str, Any]:
     bounds what any attack searching the prior's latents can draw."""
     s = setup(cfg)
     (tx, ty), c = s.task.test, s.task.num_classes
-    proj = decoder_projection(s.prior.decoder(), tx, s.prior.latent_dim)
+    dec = s.prior.decoder()
+    views = [("real", tx), ("projection", decoder_projection(dec, tx, s.prior.latent_dim))]
+    # the space of the attacks' feature phase (feature_steps): the decoder's first-layer
+    # activations, within relative l1 radii around the latent projection
+    for radius in FEATURE_RADII:
+        proj = decoder_projection(
+            dec, tx, s.prior.latent_dim, feature_depth=1, feature_radius=radius
+        )
+        views.append((f"projection_features_r{radius}", proj))
     out: dict[str, Any] = {}
-    for kind, x in (("real", tx), ("projection", proj)):
+    for kind, x in views:
         for ev, release in s.evaluators.items():
             a = attack_accuracy(release.model(), x, ty, c, seed=cfg.seed)
             out[f"{kind}_{ev}"] = [a.acc1, *a.acc1_interval]
@@ -476,7 +487,9 @@ def main() -> None:
     targets = {"targets": args.targets} if args.targets else {}
     if args.target_seed is not None:
         targets["target_seed"] = args.target_seed
-        args.only, args.tag = "adaptive", f"_tseed{args.target_seed}"
+        # a tag suffixes the replicate's key (``adaptive_tseedN<tag>``); only the untagged
+        # replicates are pooled
+        args.only, args.tag = "adaptive", f"_tseed{args.target_seed}{args.tag}"
     ada_cfg: dict[str, Any] = {**ORL, **ORL_ADAPTIVE, **over, **targets}
     atat_cfg: dict[str, Any] = {**ORL, **ORL_ATAT, **over}
     if args.atat_weights:

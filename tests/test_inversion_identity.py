@@ -156,3 +156,14 @@ def test_latent_ball_config_reaches_the_adaptive_attack_only() -> None:
     assert got["prior_only"].select == got["adaptive"].select == "margin"  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match="latent_ball"):
         exp.make_config({"latent_ball": 1.0})
+
+
+def test_feature_search_config_reaches_the_adaptive_attack_only() -> None:
+    exp = get_experiment("model-inversion-adaptive")
+    cfg = exp.make_config({"feature_steps": 50, "feature_depth": 2, "feature_radius": 0.1})
+    got = attacks(cfg, flip=False)  # type: ignore[arg-type]
+    ada, std = got["adaptive"], got["standard"]
+    assert (ada.feature_steps, ada.feature_depth, ada.feature_radius) == (50, 2, 0.1)  # type: ignore[attr-defined]
+    assert std.feature_steps == 0  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="feature_radius"):
+        exp.make_config({"feature_radius": 0.0})

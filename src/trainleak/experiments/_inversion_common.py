@@ -105,6 +105,9 @@ def attacks(cfg: InversionConfig, flip: bool) -> dict[str, object]:
         restarts=cfg.restarts,
         model_augment=cfg.model_augment,
         latent_ball=cfg.latent_ball,
+        feature_steps=cfg.feature_steps,
+        feature_depth=cfg.feature_depth,
+        feature_radius=cfg.feature_radius,
         **common,  # type: ignore[arg-type]
     )
     return {

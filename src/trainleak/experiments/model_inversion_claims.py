@@ -32,6 +32,8 @@ class InversionConfig(ExperimentConfig):
     ``target_flip``: train every target on random mirror images too (the standard augmentation
     of face classifiers); ``None`` (the default): on for faces, off for digits.
     ``latent_ball``: the adaptive attack's ``latent_ball`` switch (0: off).
+    ``feature_steps``, ``feature_depth``, ``feature_radius``: the adaptive attack's search of
+    the prior's intermediate features (IF-GMI; 0 steps: off).
     """
 
     dataset: Dataset = "mnist"
@@ -55,6 +57,9 @@ class InversionConfig(ExperimentConfig):
     restarts: int = Field(2, ge=1)
     model_augment: int = Field(1, ge=0)
     latent_ball: float = Field(0.0, ge=0, lt=1)
+    feature_steps: int = Field(0, ge=0)
+    feature_depth: int = Field(1, ge=1)
+    feature_radius: float = Field(0.05, gt=0)
     eps_grid: list[float] = Field(default_factory=lambda: [0.0, 0.01, 0.025, 0.05, 0.1])
     robust_eps: float = Field(0.05, gt=0)
     n_robust: int = Field(300, ge=10)

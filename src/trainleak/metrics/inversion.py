@@ -15,7 +15,7 @@ References:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +23,8 @@ import torch
 from scipy.stats import rankdata
 from torch import nn
 
-from trainleak.errors import ShapeError
+from trainleak.errors import ConfigError, ShapeError
+from trainleak.linalg import project_l1_ball
 from trainleak.metrics.hsic import hsic, hsic_labels
 from trainleak.metrics.intervals import class_bootstrap_interval
 from trainleak.models.adversarial import pgd
@@ -201,14 +202,24 @@ def decoder_projection(
     *,
     steps: int = 500,
     lr: float = 0.05,
+    feature_depth: int = 0,
+    feature_radius: float = 0.0,
+    feature_steps: int = 500,
+    feature_lr: float = 0.01,
 ) -> torch.Tensor:
     """The decoder's closest images to ``x`` in mean squared error (Adam on the latents from
     zero). An evaluator-side reference, never an attack: scoring the projections of held-out
     private images says how much of an identity the prior can draw at all, a ceiling for any
     attack that searches its latents.
 
+    With ``feature_depth >= 1`` the projection goes on in the decoder's intermediate features
+    at that depth, inside the l1 ball of relative radius ``feature_radius`` around where the
+    latent projection ended (the space the attacks' ``feature_steps`` phase searches), so it
+    bounds that search instead.
+
     Raises:
         ShapeError: ``x`` is empty or not of the decoder's output shape.
+        ConfigError: a feature depth the decoder does not expose.
     """
     if not len(x):
         raise ShapeError("decoder_projection needs at least one image")
@@ -216,18 +227,51 @@ def decoder_projection(
     for p in decoder.parameters():
         p.requires_grad_(False)
     z = torch.zeros(len(x), latent_dim, requires_grad=True)
-    opt = torch.optim.Adam([z], lr=lr)
     try:
-        for _ in range(steps):
-            out = decoder(z)
-            if out.shape != x.shape:
-                raise ShapeError(f"the decoder draws {tuple(out.shape)}, not {tuple(x.shape)}")
-            loss = (out - x).pow(2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        z = _fit_code(decoder, z, x, steps, lr, lambda v: None)
+        if not feature_depth:
+            with torch.no_grad():
+                return decoder(z)
+        head = getattr(decoder, "features", None)
+        tail = getattr(decoder, "from_features", None)
+        if not callable(head) or not callable(tail):
+            raise ConfigError(f"{type(decoder).__name__} exposes no intermediate features")
         with torch.no_grad():
-            return decoder(z)
+            h0 = head(z, feature_depth)
+        radius = feature_radius * h0.flatten(1).abs().sum(1)
+
+        def ball(v: torch.Tensor) -> None:
+            v.copy_(h0 + project_l1_ball(v - h0, radius))
+
+        h = _fit_code(
+            lambda v: tail(v, feature_depth), h0.clone(), x, feature_steps, feature_lr, ball
+        )
+        with torch.no_grad():
+            out: torch.Tensor = tail(h, feature_depth)
+            return out
     finally:
         for p, w in zip(decoder.parameters(), was, strict=True):
             p.requires_grad_(w)
+
+
+def _fit_code(
+    decode: Callable[[torch.Tensor], torch.Tensor],
+    code: torch.Tensor,
+    x: torch.Tensor,
+    steps: int,
+    lr: float,
+    project: Callable[[torch.Tensor], None],
+) -> torch.Tensor:
+    code.requires_grad_(True)
+    opt = torch.optim.Adam([code], lr=lr)
+    for _ in range(steps):
+        out = decode(code)
+        if out.shape != x.shape:
+            raise ShapeError(f"the decoder draws {tuple(out.shape)}, not {tuple(x.shape)}")
+        loss = (out - x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            project(code)
+    return code.detach()

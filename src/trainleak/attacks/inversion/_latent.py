@@ -82,24 +82,6 @@ def augmenter(flip: bool, crop: float = 0.1, rotate: float = 0.0) -> DiffAugment
     return DiffAugment(scale=crop, rotate_deg=rotate, translate=crop / 2, flip=flip)
 
 
-def project_l1_ball(v: torch.Tensor, radius: torch.Tensor) -> torch.Tensor:
-    """Euclidean projection of every row of ``v`` onto the l1 ball of its row's ``radius``
-    (Duchi, Shalev-Shwartz, Singer and Chandra, "Efficient Projections onto the l1-Ball for
-    Learning in High Dimensions", ICML 2008: soft thresholding at the level that puts the
-    row's l1 norm on the radius; rows inside the ball are returned unchanged)."""
-    flat = v.flatten(1)
-    r = radius.to(flat).reshape(-1).expand(flat.shape[0])
-    a = flat.abs()
-    u = a.sort(1, descending=True).values
-    css = u.cumsum(1)
-    j = torch.arange(1, u.shape[1] + 1, device=flat.device, dtype=flat.dtype)
-    rho = (u - (css - r[:, None]) / j > 0).sum(1).clamp_min(1)
-    theta = (css.gather(1, (rho - 1)[:, None]).squeeze(1) - r) / rho.to(flat)
-    out = flat.sign() * (a - theta[:, None]).clamp_min(0)
-    out = torch.where((a.sum(1) <= r)[:, None], flat, out)
-    return out.view_as(v)
-
-
 def noisy(x: torch.Tensor, std: float, gen: torch.Generator) -> torch.Tensor:
     """``x`` plus Gaussian noise of standard deviation ``std`` (``x`` itself when 0)."""
     if not std:

@@ -46,11 +46,11 @@ from trainleak.attacks.inversion._latent import (
     identity_loss,
     mean_scores,
     noisy,
-    project_l1_ball,
     surrogates,
     typical_radius,
 )
 from trainleak.errors import ConfigError
+from trainleak.linalg import project_l1_ball
 from trainleak.progress import Progress
 from trainleak.releases.classifier import ClassifierRelease, GenerativePrior
 from trainleak.releases.knowledge import Knowledge
