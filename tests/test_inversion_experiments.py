@@ -24,6 +24,7 @@ TINY: dict[str, Any] = {
     "final": 2,
     "attack_steps": 2,
     "adaptive_steps": 2,
+    "feature_steps": 2,
     "restarts": 1,
     "model_augment": 0,
     "eps_grid": [0.0, 0.05],

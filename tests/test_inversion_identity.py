@@ -165,5 +165,9 @@ def test_feature_search_config_reaches_the_adaptive_attack_only() -> None:
     ada, std = got["adaptive"], got["standard"]
     assert (ada.feature_steps, ada.feature_depth, ada.feature_radius) == (50, 2, 0.1)  # type: ignore[attr-defined]
     assert std.feature_steps == 0  # type: ignore[attr-defined]
+    # on by default in the experiments (chosen on the dev task), off in the attack class
+    dflt = attacks(exp.make_config({}), flip=False)  # type: ignore[arg-type]
+    assert dflt["adaptive"].feature_steps == 100  # type: ignore[attr-defined]
+    assert AdaptiveInversion().feature_steps == 0
     with pytest.raises(ConfigError, match="feature_radius"):
         exp.make_config({"feature_radius": 0.0})

@@ -113,8 +113,9 @@ def _target_jobs(
         for algo, dcfg in _configs(cfg, init, cfg.ipc).items():
             for kind, spec in specs.items():
                 for s in range(cfg.target_seeds):
-                    job = DistillJob(*task.private, task.num_classes, spec, dcfg, 1000 + s)
-                    out[(algo, kind, init, s)] = dataclasses.replace(job, device=cfg.device)
+                    out[(algo, kind, init, s)] = DistillJob(
+                        *task.private, task.num_classes, spec, dcfg, 1000 + s, device=cfg.device
+                    )
     return out
 
 

@@ -33,7 +33,10 @@ class InversionConfig(ExperimentConfig):
     of face classifiers); ``None`` (the default): on for faces, off for digits.
     ``latent_ball``: the adaptive attack's ``latent_ball`` switch (0: off).
     ``feature_steps``, ``feature_depth``, ``feature_radius``: the adaptive attack's search of
-    the prior's intermediate features (IF-GMI; 0 steps: off).
+    the prior's intermediate features (IF-GMI; 0 steps: off). On by default (100 steps in the
+    first hidden layer's activations, relative l1 radius 0.05): chosen on the public-identity
+    development task (docs/decisions.md, model inversion seventh pass); the attack class
+    itself keeps it off, since a prior of the user's may not expose its features.
     """
 
     dataset: Dataset = "mnist"
@@ -57,7 +60,7 @@ class InversionConfig(ExperimentConfig):
     restarts: int = Field(2, ge=1)
     model_augment: int = Field(1, ge=0)
     latent_ball: float = Field(0.0, ge=0, lt=1)
-    feature_steps: int = Field(0, ge=0)
+    feature_steps: int = Field(100, ge=0)
     feature_depth: int = Field(1, ge=1)
     feature_radius: float = Field(0.05, gt=0)
     eps_grid: list[float] = Field(default_factory=lambda: [0.0, 0.01, 0.025, 0.05, 0.1])
