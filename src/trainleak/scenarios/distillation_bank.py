@@ -186,12 +186,14 @@ def prefill(
     Raises:
         Exception: the first error a worker met (the jobs not yet started are cancelled).
     """
+    if workers <= 1:  # no hashing either: the caller's reads key every job anyway
+        return 0
     todo: dict[str, DistillJob] = {}
     for job in jobs:
         key = job.key()
         if key not in todo and not (cache_dir / key / "set.json").is_file():
             todo[key] = job
-    if workers <= 1 or not todo:
+    if not todo:
         return 0
     return len(
         pmap(_distil_into, [(j, cache_dir) for j in todo.values()], workers, progress, label)
