@@ -66,8 +66,8 @@ class MTTConfig(DistillConfig):
     the end, not after every step. Clamping after each step turns the noise of the matching
     gradient into a one-sided drift of the pixels at a bound (the zero background of digits
     can only rise), part of what degraded the LeNet and ResNet sets on digits (on a MNIST
-    spot check the LeNet set got worse: docs/decisions.md). The learned rate is
-    capped at ``lr_max`` (twice ``lr_init``): the original learns it from a sensible start
+    spot check the LeNet set got worse: docs/decisions.md). The learned rate is capped at
+    ``lr_max`` (by default twice its start): the original learns it from a sensible start
     with its own optimiser; a cap keeps a runaway rate out of the release.
 
     [inferred] Issue 16, ninth pass: the experts' rate is chosen per data set and
