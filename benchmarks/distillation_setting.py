@@ -1,10 +1,11 @@
 """One setting of the ``distillation-leakage`` utility rows, measured alone: distil the digits
 default private split (or, with ``--dataset``, the MNIST / CIFAR-10 benchmark's) with one
-algorithm and architecture (seed 1000 + s), train the experiment's 4 fresh networks on each
-set and 6 random real subsets of the same size the same way (300 steps, the learning rate
-chosen from ``--eval-lr`` on the private data by each side; DSA on both sides with
-``--eval-augment``), print one JSON line with the accuracies, the one-sided 95% Welch bound
-on the gain, MTT's learned and experts' rates and the distillation thread CPU time.
+algorithm and architecture (seed ``--first-seed`` + s, 1000 by default), train the
+experiment's 4 fresh networks on each set and 6 random real subsets of the same size the same
+way (300 steps, the learning rate chosen from ``--eval-lr`` on the private data by each side;
+DSA on both sides with ``--eval-augment``), print one JSON line with the accuracies, the
+one-sided 95% Welch bound on the gain, MTT's learned and experts' rates and the distillation
+thread CPU time.
 
     python benchmarks/distillation_setting.py mtt lenet --init real --seeds 2 \\
         --set lr_img=0.003
@@ -45,6 +46,9 @@ def main() -> None:
         "benchmark's (1000 private / 1000 auxiliary / 500 held-out)",
     )
     parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument(
+        "--first-seed", type=int, default=1000, help="distillation seed of the first set"
+    )
     parser.add_argument("--eval-augment", action="store_true")
     parser.add_argument(
         "--eval-lr",
@@ -68,7 +72,7 @@ def main() -> None:
     lrs, expert_lrs, cpu = [], [], 0.0
     for s in range(args.seeds):
         t0 = time.thread_time()
-        run = distill(*task.private, task.num_classes, spec_, cfg, seed=1000 + s)
+        run = distill(*task.private, task.num_classes, spec_, cfg, seed=args.first_seed + s)
         cpu += time.thread_time() - t0
         lrs.append(run.release.lr)
         expert_lrs.append(run.trace[0].get("expert_lr") if run.trace else None)

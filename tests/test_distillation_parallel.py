@@ -1,9 +1,11 @@
 """Distillations spread over worker processes (``scenarios.distillation_bank.prefill``): the
 sets the workers write are the sets this process would distil, nothing is distilled twice,
-and a worker's error reaches the caller."""
+and a worker's error reaches the caller; a run's CPU time counts its workers."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import torch
 
 from trainleak.data import load_digits
 from trainleak.models.registry import model_spec
+from trainleak.parallel import cpu_times
 from trainleak.scenarios.distillation_bank import DistillJob, build_shadow_bank, prefill
 from trainleak.systems.distillation import DMConfig, MTTConfig
 
@@ -96,3 +99,14 @@ def test_the_bank_built_by_workers_equals_the_bank_built_here(tmp_path: Path) ->
     for a, b in zip(par.sets, seq.sets):
         assert torch.equal(a.release.images, b.release.images)
         assert torch.equal(a.info["init_source"], b.info["init_source"])  # type: ignore[arg-type]
+
+
+def test_cpu_times_count_the_child_processes_a_run_waited_for() -> None:
+    # a run's reported CPU must include its workers: a child that burns 0.5 s of CPU shows up
+    # in the children's share, not in this process's own
+    own0, kids0 = cpu_times()
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"
+    subprocess.run([sys.executable, "-c", burn], check=True)
+    own1, kids1 = cpu_times()
+    assert kids1 - kids0 >= 0.45, (kids0, kids1)
+    assert own1 - own0 < 0.4, (own0, own1)

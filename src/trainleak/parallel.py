@@ -12,6 +12,8 @@ here, one after the other.
 from __future__ import annotations
 
 import multiprocessing
+import resource
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from typing import TypeVar
@@ -22,6 +24,19 @@ from trainleak.progress import Progress
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+def cpu_times() -> tuple[float, float]:
+    """CPU seconds so far of this process (all threads) and of the child processes it has
+    waited for (a finished :func:`pmap` pool; not Ray's workers, which are not our children).
+
+    Example:
+        >>> own, children = cpu_times()
+        >>> own > 0 and children >= 0
+        True
+    """
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time(), kids.ru_utime + kids.ru_stime
 
 
 def _single_thread() -> None:

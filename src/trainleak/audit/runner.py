@@ -35,6 +35,7 @@ from trainleak.audit.store import ResultStore
 from trainleak.errors import ShapeError
 from trainleak.experiments import get_experiment
 from trainleak.experiments.base import Result
+from trainleak.parallel import cpu_times
 from trainleak.progress import Progress
 
 RESULT_FILE = "result.json"
@@ -113,12 +114,15 @@ def execute(
     exp.check_extras()
     config = exp.make_config(overrides)
     config_dict = config.model_dump(mode="json")
-    start, cpu = time.perf_counter(), time.process_time()
+    start, (cpu, cpu_kids) = time.perf_counter(), cpu_times()
     result = exp.run(config, progress)
     result.artifacts.update(write_artifacts(result, out_dir))
     result.artifacts["result"] = RESULT_FILE
     doc = result_document(result, config_dict, time.perf_counter() - start)
-    doc["cpu_seconds"] = time.process_time() - cpu  # this process's CPU time (all threads)
+    own, kids = cpu_times()
+    # this process (all threads) plus the worker processes it waited for (``workers``)
+    doc["cpu_seconds"] = (own - cpu) + (kids - cpu_kids)
+    doc["cpu_seconds_self"] = own - cpu
     doc["run_id"] = run_id
     tmp = out_dir / f".{RESULT_FILE}.tmp"
     tmp.write_text(dumps(doc, indent=2))
