@@ -151,11 +151,11 @@ def choose_expert_lr(
     order = torch.randperm(n, generator=generator)
     n_val = max(1, n // 5)
     val, train = order[:n_val], order[n_val:]
+    probe = dataclasses.replace(cfg, n_experts=1)
+    net = build_model(spec, seed=0).to(x.device)  # a template for the probes' parameters
     losses: dict[float, float] = {}
     for rate in sorted(cfg.expert_lr_grid):
-        probe = dataclasses.replace(cfg, n_experts=1, expert_lr=rate)
-        path = expert_trajectories(x[train], y[train], spec, probe, generator)[0]
-        net = build_model(spec, seed=0).to(x.device)
+        path = expert_trajectories(x[train], y[train], spec, probe, rate, generator)[0]
         with torch.no_grad():
             out = functional_call(net, _unflatten(net, path[-1]), (x[val],))
             loss = float(F.cross_entropy(out, y[val]))
@@ -169,14 +169,17 @@ def _flat(net: nn.Module) -> torch.Tensor:
 
 
 def expert_trajectories(
-    x: torch.Tensor, y: torch.Tensor, spec: ModelSpec, cfg: MTTConfig, generator: torch.Generator
+    x: torch.Tensor,
+    y: torch.Tensor,
+    spec: ModelSpec,
+    cfg: MTTConfig,
+    rate: float,
+    generator: torch.Generator,
 ) -> list[torch.Tensor]:
-    """One ``(expert_epochs + 1, P)`` tensor of flattened parameters per expert, trained at
-    ``cfg.expert_lr`` (the smallest grid rate when it is ``None``: resolve it first with
-    :func:`choose_expert_lr`)."""
+    """One ``(expert_epochs + 1, P)`` tensor of flattened parameters per expert, trained with
+    SGD at ``rate`` (see :func:`choose_expert_lr`)."""
     aug = DiffAugment() if cfg.augment else None
     n = int(x.shape[0])
-    rate = cfg.expert_lr if cfg.expert_lr is not None else min(cfg.expert_lr_grid)
     out = []
     for _ in range(cfg.n_experts):
         net = build_model(spec, seed=seed_from(generator)).to(x.device)
@@ -225,10 +228,9 @@ def match_mtt(
     """
     k = int(syn.shape[0]) // cfg.ipc
     expert_lr, probe = choose_expert_lr(x, y, spec, cfg, generator)
-    cfg = dataclasses.replace(cfg, expert_lr=expert_lr)
     rate0 = start_rate(cfg, expert_lr)
     cap = lr_cap(cfg, rate0)
-    experts = expert_trajectories(x, y, spec, cfg, generator)
+    experts = expert_trajectories(x, y, spec, cfg, expert_lr, generator)
     template = build_model(spec, seed=0).to(x.device)
     labels = torch.arange(k, device=x.device).repeat_interleave(cfg.ipc)
     syn = syn.clone().requires_grad_(True)
