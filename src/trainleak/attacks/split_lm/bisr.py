@@ -8,10 +8,15 @@ the refinement decodes left to right, trying the inverter's ``top_k`` candidates
 position after the tokens already chosen and keeping the one whose bottom output at ``j`` is
 closest to the received row (a discrete search in place of BiSR's relaxed-token optimisation;
 with an undefended transcript it reaches the exact tokens whenever they are among the
-candidates). Only the forward signal is matched: the backward gradients in the transcript are
-gradients of the client's private top and labels, which the server cannot simulate without
-them (see docs/decisions.md). Under a secret channel sign mask the inverter and the matching
-read channel magnitudes (``sign_invariant``; the mask leaves them unchanged).
+candidates). Only the forward signal is matched. The backward gradient at the trunk output is,
+when the client's top reads that output itself (no defense, noise, mixup), a function of it
+(which the server computed) and of the client's private top, head and labels (template
+classes, not tokens as in BiSR's language-model fine-tuning), so it adds nothing about the
+tokens; under MIXGUARD the calibrator also reads the client's clean states, and readers
+trained on the true tokens find the gradient at slot chance there
+(``benchmarks/split_llm_backward.py``, docs/decisions.md). Under a secret channel sign mask the
+inverter and the matching read channel magnitudes (``sign_invariant``; the mask leaves them
+unchanged).
 """
 
 from __future__ import annotations
