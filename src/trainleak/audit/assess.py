@@ -48,6 +48,7 @@ from trainleak.models.tensor_files import read_tensor_file
 from trainleak.progress import Progress
 from trainleak.releases.base import Release
 from trainleak.releases.checkpoint import Checkpoint
+from trainleak.releases.distilled import DistilledSet
 from trainleak.releases.federated import GradientUpdate
 from trainleak.releases.io import LoadedRelease, load_release
 from trainleak.releases.knowledge import Knowledge
@@ -59,6 +60,13 @@ from trainleak.releases.knowledge_file import load_knowledge
 # the Adam preset (ADAM_FIT) plateaus below the reference after ~1000 steps on the mnist
 # checkpoint, and an audit must not report less than the reference would find (issue 11).
 PRESETS: dict[str, dict[str, Any]] = {"kkt": {"steps": 3000}}
+# The SSIM at which a reference record counts as recovered, per release kind (default
+# SSIM_RECOVERED, 0.6). A distilled set is made to look like its classes, so a synthetic image
+# within 0.6 of a training image is its purpose, and on small images public images of the same
+# class reach 0.6 as often (measured: docs/audit.md); what a distilled set must not hold is a
+# near-copy of a training record, SSIM >= 0.9, the strict recovery threshold of the
+# distillation-leakage experiment.
+RECOVERED_SSIM: dict[str, float] = {"distilled_set": 0.9}
 Status = Literal["done", "not applicable", "needs knowledge", "failed"]
 
 
@@ -110,11 +118,12 @@ def as_loaded(release: str | Path | LoadedRelease | Release) -> LoadedRelease:
     """A :class:`LoadedRelease` from a path, a loaded release, or a release in memory."""
     if isinstance(release, LoadedRelease):
         return release
-    if isinstance(release, Checkpoint | GradientUpdate):
+    if isinstance(release, Checkpoint | GradientUpdate | DistilledSet):
         return LoadedRelease(release, Path("<in memory>"), ())
     if isinstance(release, Release):
         raise ReleaseTypeError(
-            f"assess reads checkpoints and gradient updates, received {type(release).__name__}"
+            "assess reads checkpoints, gradient updates and distilled sets, received "
+            f"{type(release).__name__}"
         )
     return load_release(release)
 
@@ -127,10 +136,18 @@ def as_knowledge(knowledge: str | Path | Knowledge | None) -> Knowledge:
 
 
 def complete_knowledge(loaded: LoadedRelease, knowledge: Knowledge) -> Knowledge:
-    """Fill what the release itself declares: input shape, training-set or batch size."""
+    """Fill what the release itself declares: input shape, training-set or batch size (and,
+    for a distilled set, its value range and classes)."""
     release = loaded.release
     updates: dict[str, Any] = {}
-    shape = release.architecture.kwargs.get("input_shape")
+    if isinstance(release, DistilledSet):
+        shape: Any = release.input_shape
+        if knowledge.value_range is None:
+            updates["value_range"] = tuple(float(v) for v in release.value_range)
+        if knowledge.label_set is None:
+            updates["label_set"] = tuple(range(int(release.num_classes)))
+    else:
+        shape = release.architecture.kwargs.get("input_shape")
     if knowledge.input_shape is None and isinstance(shape, list | tuple):
         updates["input_shape"] = tuple(int(s) for s in shape)
     if knowledge.n_records is None:
@@ -213,10 +230,11 @@ def assess(
     ref = _reference(private, know)  # read and checked before any attack runs
     runs = [_run(n, matching[n], built[n], loaded, know, seed, progress) for n in chosen]
     of = _of(loaded.release, know)
+    rule = RECOVERED_SSIM.get(loaded.kind)
     for r in runs:
         if r.reconstruction is not None:
             r.scored = (
-                score_against(r.name, r.reconstruction, ref, know, seed)
+                score_against(r.name, r.reconstruction, ref, know, seed, recovered_ssim=rule)
                 if ref is not None
                 else own_evidence(r.name, r.reconstruction, of)
             )

@@ -161,6 +161,7 @@ def _knowledge_row(k: Knowledge) -> dict[str, Any]:
         t = getattr(k, name)
         row[name] = None if t is None else f"tensor {tuple(t.shape)}"
     row["other_records"] = None if k.other_records is None else len(k.other_records[0])
+    row["auxiliary"] = None if k.auxiliary is None else len(k.auxiliary[0])
     return row
 
 
@@ -168,8 +169,8 @@ def _notes(a: Assessment) -> str:
     ref = (
         f"Reconstructions were scored against a reference set of {a.reference_size} records, "
         "read only after every attack had run; a baseline given the same number of candidates "
-        "(prior samples and the prior mean when the knowledge has a prior, else uniform noise "
-        "in the value range) was scored the same way."
+        "(prior samples and the prior mean when the knowledge has a prior or auxiliary "
+        "records, else uniform noise in the value range) was scored the same way."
         if a.reference_size
         else "No reference set was given: only the attacks' own certificates and fits are "
         "reported, and the image grids show unverified candidates."

@@ -103,11 +103,13 @@ def score_against(
     ref: ReferenceSet,
     knowledge: Knowledge,
     seed: int = 0,
+    recovered_ssim: float | None = None,
 ) -> Scored:
     """The finding from scoring ``rec`` (and an equal-budget baseline) against ``ref``.
 
     The baseline depends only on ``seed`` and the number of candidates, so attacks given the
-    same budget face the same baseline."""
+    same budget face the same baseline. ``recovered_ssim`` is the SSIM at which an image
+    record counts as recovered (default :data:`SSIM_RECOVERED`)."""
     own = own_evidence(name, rec, len(ref.x))
     shape = tuple(ref.x.shape[1:])
     if len(rec) and rec.inputs[0].numel() != ref.x[0].numel():
@@ -123,7 +125,8 @@ def score_against(
     base = _baseline(knowledge, shape, len(rec), generator, truth)
     img = image_shape(shape)
     if img is not None:
-        return _score_images(name, own, truth, cands, base, img, knowledge, span)
+        rule = SSIM_RECOVERED if recovered_ssim is None else recovered_ssim
+        return _score_images(name, own, truth, cands, base, img, knowledge, span, rule)
     exact = _exact(truth, cands, span)
     error = _nearest_error(truth, cands) / span**2
     finding = AttackFinding(
@@ -156,8 +159,11 @@ def _baseline(
     like: torch.Tensor,
 ) -> torch.Tensor:
     """``m`` candidates an adversary gets without the release: prior samples (cycled) and the
-    prior mean, or uniform noise in the value range."""
+    prior mean (the auxiliary records when there is no prior), or uniform noise in the value
+    range."""
     prior = knowledge.prior
+    if prior is None and knowledge.auxiliary is not None:
+        prior = knowledge.auxiliary[0]
     if prior is not None and prior[0].numel() == like[0].numel():
         p = prior.reshape(len(prior), *shape).to(torch.float64)
         pick = torch.randperm(len(p), generator=generator)[: max(m - 1, 1)]
@@ -186,22 +192,24 @@ def _score_images(
     img: tuple[int, int, int],
     knowledge: Knowledge,
     span: float,
+    rule: float = SSIM_RECOVERED,
 ) -> Scored:
-    scores = evaluate_reconstruction(truth, cands, thresholds=THRESHOLDS, image_shape=img)
-    base_scores = evaluate_reconstruction(truth, base, thresholds=THRESHOLDS, image_shape=img)
+    thresholds = tuple(sorted({*THRESHOLDS, rule}))
+    scores = evaluate_reconstruction(truth, cands, thresholds=thresholds, image_shape=img)
+    base_scores = evaluate_reconstruction(truth, base, thresholds=thresholds, image_shape=img)
     matched = cands[scores.matched]
     error = float(((truth - matched) ** 2).mean()) / span**2
-    recovered = scores.counts[SSIM_RECOVERED]
+    recovered = scores.counts[rule]
     finding = AttackFinding(
         attack=name,
         candidates=len(cands),
         recovered=recovered,
         of=len(truth),
         quality=scores.median_ssim,
-        quality_metric=f"SSIM >= {SSIM_RECOVERED:g} with its matched original; median SSIM "
+        quality_metric=f"SSIM >= {rule:g} with its matched original; median SSIM "
         f"{scores.median_ssim:.2f}",
         certainty="ground truth",
-        baseline_recovered=base_scores.counts[SSIM_RECOVERED],
+        baseline_recovered=base_scores.counts[rule],
         error=error,
         detail=own.finding.detail,
         certified=own.finding.certified,

@@ -21,6 +21,12 @@ broadcast weights), ``"update"`` (the gradient, or the weight change for ``"upda
 safetensors, or torch zip files read with ``weights_only=True``; pickles are refused. The
 directories written by :meth:`Checkpoint.save` and :meth:`GradientUpdate.save` load too.
 
+A published distilled (synthetic) data set is ``"type": "distilled_set"`` with ``"set"`` (one
+tensor file holding the images ``(N, C, H, W)`` and their hard ``(N,)`` or soft ``(N, K)``
+labels, named ``images`` and ``labels`` unless ``tensor_names`` maps them), ``"num_classes"``,
+``"value_range"`` and, if the method publishes one, the learned ``"lr"``; the folder written
+by :meth:`DistilledSet.save` (``set.json``) loads too.
+
 ``dp_sgd`` (``sampling_rate``, ``noise_multiplier``, ``steps``, optionally ``delta``) declares
 that the weights came out of DP-SGD with that schedule; it is what lets the assessment apply
 the DP reconstruction bounds.
@@ -45,10 +51,12 @@ from trainleak.models.tensor_files import read_tensor_file
 from trainleak.releases._match import DTYPES, expected_tensors, match_spec, rename
 from trainleak.releases._schema import Strict, read_mapping, resolve, validate
 from trainleak.releases.checkpoint import Checkpoint, OptimizerSpec, TrainingSpec
+from trainleak.releases.distilled import DistilledSet
 from trainleak.releases.federated import GradientUpdate
 
 SPEC_FILE = "release.json"
-RELEASE_TYPES = ("checkpoint", "gradient_update")
+RELEASE_TYPES = ("checkpoint", "gradient_update", "distilled_set")
+DISTILLED_FILE = "set.json"
 DType = Literal["float16", "bfloat16", "float32", "float64"]
 
 
@@ -107,6 +115,17 @@ class UpdateSchema(_Common):
     update_kind: Literal["gradient", "delta"] = "gradient"
 
 
+class DistilledSetSchema(Strict):
+    format: Literal["trainleak.release/1"] = "trainleak.release/1"
+    type: Literal["distilled_set"]
+    set: str
+    num_classes: int = Field(ge=2)
+    value_range: list[float] = Field(min_length=2, max_length=2)
+    lr: float | None = Field(None, gt=0)
+    tensor_names: dict[str, str] = Field(default_factory=dict)
+    description: str = ""
+
+
 @dataclass(frozen=True)
 class DPSGDSpec:
     """The DP-SGD schedule a release declares (Poisson rate q, noise multiplier, steps)."""
@@ -122,14 +141,14 @@ class LoadedRelease:
     """A validated release read from files.
 
     Attributes:
-        release: the :class:`Checkpoint` or :class:`GradientUpdate`.
+        release: the :class:`Checkpoint`, :class:`GradientUpdate` or :class:`DistilledSet`.
         source: the spec file it was described by.
         files: the tensor files read.
         dp_sgd: the DP-SGD schedule the spec declares, if any.
         description: the spec's free-text description.
     """
 
-    release: Checkpoint | GradientUpdate
+    release: Checkpoint | GradientUpdate | DistilledSet
     source: Path
     files: tuple[Path, ...]
     dp_sgd: DPSGDSpec | None = None
@@ -137,13 +156,18 @@ class LoadedRelease:
 
     @property
     def kind(self) -> str:
-        """``"checkpoint"`` or ``"gradient_update"``."""
+        """``"checkpoint"``, ``"gradient_update"`` or ``"distilled_set"``."""
+        if isinstance(self.release, DistilledSet):
+            return "distilled_set"
         return "checkpoint" if isinstance(self.release, Checkpoint) else "gradient_update"
 
 
 def spec_path(path: str | Path) -> Path:
-    """The spec file of ``path``: the file itself, or ``release.json`` inside a folder."""
+    """The spec file of ``path``: the file itself, or ``release.json`` inside a folder (or the
+    ``set.json`` of a folder written by :meth:`DistilledSet.save`)."""
     p = Path(path)
+    if p.is_dir() and not (p / SPEC_FILE).exists() and (p / DISTILLED_FILE).exists():
+        return p / DISTILLED_FILE
     return p / SPEC_FILE if p.is_dir() else p
 
 
@@ -167,6 +191,8 @@ def load_release(path: str | Path) -> LoadedRelease:
         )
     if kind == "checkpoint":
         return _load_checkpoint(validate(CheckpointSchema, data, spec_file), spec_file, prefixes)
+    if kind == "distilled_set":
+        return _load_distilled(validate(DistilledSetSchema, data, spec_file), spec_file)
     return _load_update(validate(UpdateSchema, data, spec_file), spec_file, prefixes)
 
 
@@ -233,18 +259,49 @@ def _load_update(s: UpdateSchema, spec_file: Path, prefixes: tuple[str, str]) ->
     return LoadedRelease(release, spec_file, files, _dp(s), s.description)
 
 
+def _load_distilled(s: DistilledSetSchema, spec_file: Path) -> LoadedRelease:
+    file = resolve(spec_file, s.set)
+    tensors = read_tensor_file(file)
+    names = {k: s.tensor_names.get(k, k) for k in ("images", "labels")}
+    unknown = sorted(set(s.tensor_names) - set(names))
+    if unknown:
+        raise MetadataError(
+            spec_file, "tensor_names", f"maps only 'images' and 'labels', not {unknown}"
+        )
+    for key, name in names.items():
+        if name not in tensors:
+            raise SpecMismatchError(
+                file, name, f"no tensor {name!r} ({key}); found {sorted(tensors)}"
+            )
+    lo, hi = s.value_range
+    try:
+        release = DistilledSet(
+            images=tensors[names["images"]],
+            labels=tensors[names["labels"]],
+            num_classes=s.num_classes,
+            value_range=(lo, hi),
+            lr=s.lr,
+        )
+    except (ConfigError, ShapeError) as exc:
+        field = names["labels"] if "label" in str(exc) else names["images"]
+        raise SpecMismatchError(file, field, str(exc)) from None
+    return LoadedRelease(release, spec_file, (file,), None, s.description)
+
+
 def _dp(s: _Common) -> DPSGDSpec | None:
     d = s.dp_sgd
     return DPSGDSpec(d.sampling_rate, d.noise_multiplier, d.steps, d.delta) if d else None
 
 
-_SAVED = ("trainleak.checkpoint/1", "trainleak.gradient_update/1")
+_SAVED = ("trainleak.checkpoint/1", "trainleak.gradient_update/1", "trainleak.distilled/1")
 
 
 def _from_saved(data: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, str]]:
     """Translate the ``release.json`` of :meth:`Checkpoint.save` / :meth:`GradientUpdate.save`
     (one tensor file, the two tensor sets under prefixes) into a spec and its prefixes."""
     rest = {k: v for k, v in data.items() if k != "format"}
+    if data["format"] == "trainleak.distilled/1":
+        return {"type": "distilled_set", "set": "set.safetensors", **rest}, ("", "")
     if data["format"] == "trainleak.checkpoint/1":
         spec = {"type": "checkpoint", "weights": "weights.safetensors"}
         spec["initial_weights"] = "weights.safetensors"

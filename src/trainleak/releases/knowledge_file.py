@@ -11,6 +11,7 @@ paths are relative to the knowledge file::
     n_records: 100
     prior: public_digits.safetensors          # (N, 1, 8, 8) samples of the population
     other_records: {file: others.safetensors, x: x, y: y}
+    auxiliary: {file: public.safetensors, x: x, y: y}   # labelled records of the population
 
 ``disclosures`` (what colluding parties hand over) cannot be written in a file yet.
 """
@@ -46,6 +47,7 @@ class KnowledgeSchema(Strict):
     n_records: int | None = Field(None, ge=1)
     prior: str | TensorRef | None = None
     other_records: RecordsRef | None = None
+    auxiliary: RecordsRef | None = None
     active: bool = False
     subspace_basis: str | TensorRef | None = None
     record_norm: float | None = Field(None, gt=0)
@@ -79,6 +81,7 @@ def load_knowledge(path: str | Path) -> Knowledge:
         n_records=s.n_records,
         prior=prior,
         other_records=_other_records(s.other_records, shape, p),
+        auxiliary=_other_records(s.auxiliary, shape, p, "auxiliary"),
         active=s.active,
         subspace_basis=basis,
         record_norm=s.record_norm,
@@ -116,7 +119,7 @@ def _records(t: torch.Tensor, shape: tuple[int, ...] | None, p: Path, field: str
 
 
 def _other_records(
-    ref: RecordsRef | None, shape: tuple[int, ...] | None, p: Path
+    ref: RecordsRef | None, shape: tuple[int, ...] | None, p: Path, field: str = "other_records"
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     if ref is None:
         return None
@@ -124,11 +127,11 @@ def _other_records(
     tensors = read_tensor_file(file)
     for key, name in (("x", ref.x), ("y", ref.y)):
         if name not in tensors:
-            raise MetadataError(p, f"other_records.{key}", f"{file} has no tensor {name!r}")
-    x = _records(tensors[ref.x], shape, p, "other_records.x")
+            raise MetadataError(p, f"{field}.{key}", f"{file} has no tensor {name!r}")
+    x = _records(tensors[ref.x], shape, p, f"{field}.x")
     y = tensors[ref.y]
     if y.ndim != 1 or y.is_floating_point() or len(y) != len(x):
         raise MetadataError(
-            p, "other_records.y", f"{len(x)} integer labels, got {y.dtype} {tuple(y.shape)}"
+            p, f"{field}.y", f"{len(x)} integer labels, got {y.dtype} {tuple(y.shape)}"
         )
     return x, y.long()
