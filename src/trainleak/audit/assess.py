@@ -53,6 +53,7 @@ from trainleak.releases.federated import GradientUpdate
 from trainleak.releases.io import LoadedRelease, load_release
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.knowledge_file import load_knowledge
+from trainleak.releases.split_learning import SplitTranscript
 
 # Settings that differ from an attack's defaults in an assessment. The KKT attack keeps its
 # default optimiser (the reference code's SGD, made scale-free), which recovers at least as many
@@ -118,12 +119,12 @@ def as_loaded(release: str | Path | LoadedRelease | Release) -> LoadedRelease:
     """A :class:`LoadedRelease` from a path, a loaded release, or a release in memory."""
     if isinstance(release, LoadedRelease):
         return release
-    if isinstance(release, Checkpoint | GradientUpdate | DistilledSet):
+    if isinstance(release, Checkpoint | GradientUpdate | DistilledSet | SplitTranscript):
         return LoadedRelease(release, Path("<in memory>"), ())
     if isinstance(release, Release):
         raise ReleaseTypeError(
-            "assess reads checkpoints, gradient updates and distilled sets, received "
-            f"{type(release).__name__}"
+            "assess reads checkpoints, gradient updates, distilled sets and split-learning "
+            f"transcripts, received {type(release).__name__}"
         )
     return load_release(release)
 
@@ -146,6 +147,10 @@ def complete_knowledge(loaded: LoadedRelease, knowledge: Knowledge) -> Knowledge
             updates["value_range"] = tuple(float(v) for v in release.value_range)
         if knowledge.label_set is None:
             updates["label_set"] = tuple(range(int(release.num_classes)))
+    elif isinstance(release, SplitTranscript):
+        shape = release.split.input_shape
+        if knowledge.n_records is None:
+            updates["n_records"] = len(release)  # one reconstruction per received row
     else:
         shape = release.architecture.kwargs.get("input_shape")
     if knowledge.input_shape is None and isinstance(shape, list | tuple):

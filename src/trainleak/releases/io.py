@@ -25,7 +25,9 @@ A published distilled (synthetic) data set is ``"type": "distilled_set"`` with `
 tensor file holding the images ``(N, C, H, W)`` and their hard ``(N,)`` or soft ``(N, K)``
 labels, named ``images`` and ``labels`` unless ``tensor_names`` maps them), ``"num_classes"``,
 ``"value_range"`` and, if the method publishes one, the learned ``"lr"``; the folder written
-by :meth:`DistilledSet.save` (``set.json``) loads too.
+by :meth:`DistilledSet.save` (``set.json``) loads too. So does the folder a split-learning
+server's transcript was saved to (:meth:`SplitTranscript.save`, ``transcript.json``): what an
+honest-but-curious server recorded of U-shaped split learning on images.
 
 ``dp_sgd`` (``sampling_rate``, ``noise_multiplier``, ``steps``, optionally ``delta``) declares
 that the weights came out of DP-SGD with that schedule; it is what lets the assessment apply
@@ -53,10 +55,13 @@ from trainleak.releases._schema import Strict, read_mapping, resolve, validate
 from trainleak.releases.checkpoint import Checkpoint, OptimizerSpec, TrainingSpec
 from trainleak.releases.distilled import DistilledSet
 from trainleak.releases.federated import GradientUpdate
+from trainleak.releases.split_learning import FORMAT as SPLIT_FORMAT
+from trainleak.releases.split_learning import SplitTranscript
 
 SPEC_FILE = "release.json"
 RELEASE_TYPES = ("checkpoint", "gradient_update", "distilled_set")
 DISTILLED_FILE = "set.json"
+TRANSCRIPT_FILE = "transcript.json"
 DType = Literal["float16", "bfloat16", "float32", "float64"]
 
 
@@ -141,14 +146,15 @@ class LoadedRelease:
     """A validated release read from files.
 
     Attributes:
-        release: the :class:`Checkpoint`, :class:`GradientUpdate` or :class:`DistilledSet`.
+        release: the :class:`Checkpoint`, :class:`GradientUpdate`, :class:`DistilledSet` or
+            :class:`SplitTranscript`.
         source: the spec file it was described by.
         files: the tensor files read.
         dp_sgd: the DP-SGD schedule the spec declares, if any.
         description: the spec's free-text description.
     """
 
-    release: Checkpoint | GradientUpdate | DistilledSet
+    release: Checkpoint | GradientUpdate | DistilledSet | SplitTranscript
     source: Path
     files: tuple[Path, ...]
     dp_sgd: DPSGDSpec | None = None
@@ -156,9 +162,12 @@ class LoadedRelease:
 
     @property
     def kind(self) -> str:
-        """``"checkpoint"``, ``"gradient_update"`` or ``"distilled_set"``."""
+        """``"checkpoint"``, ``"gradient_update"``, ``"distilled_set"`` or
+        ``"split_transcript"``."""
         if isinstance(self.release, DistilledSet):
             return "distilled_set"
+        if isinstance(self.release, SplitTranscript):
+            return "split_transcript"
         return "checkpoint" if isinstance(self.release, Checkpoint) else "gradient_update"
 
 
@@ -166,8 +175,10 @@ def spec_path(path: str | Path) -> Path:
     """The spec file of ``path``: the file itself, or ``release.json`` inside a folder (or the
     ``set.json`` of a folder written by :meth:`DistilledSet.save`)."""
     p = Path(path)
-    if p.is_dir() and not (p / SPEC_FILE).exists() and (p / DISTILLED_FILE).exists():
-        return p / DISTILLED_FILE
+    if p.is_dir() and not (p / SPEC_FILE).exists():
+        for name in (DISTILLED_FILE, TRANSCRIPT_FILE):
+            if (p / name).exists():
+                return p / name
     return p / SPEC_FILE if p.is_dir() else p
 
 
@@ -181,6 +192,8 @@ def load_release(path: str | Path) -> LoadedRelease:
     """
     spec_file = spec_path(path)
     data = read_mapping(spec_file, "release spec")
+    if spec_file.name == TRANSCRIPT_FILE:
+        return _load_transcript(spec_file, data)
     prefixes = ("", "")
     if data.get("format") in _SAVED:
         data, prefixes = _from_saved(data)
@@ -286,6 +299,24 @@ def _load_distilled(s: DistilledSetSchema, spec_file: Path) -> LoadedRelease:
         field = names["labels"] if "label" in str(exc) else names["images"]
         raise SpecMismatchError(file, field, str(exc)) from None
     return LoadedRelease(release, spec_file, (file,), None, s.description)
+
+
+def _load_transcript(spec_file: Path, data: dict[str, Any]) -> LoadedRelease:
+    """A folder written by :meth:`SplitTranscript.save` (image split learning only)."""
+    if data.get("format") != SPLIT_FORMAT:
+        raise MetadataError(
+            spec_file,
+            "format",
+            f"assess reads image split-learning transcripts ({SPLIT_FORMAT!r}), received "
+            f"{data.get('format')!r} (a split language model's transcript is attacked by "
+            "`trainleak run split-llm-mixguard`)",
+        )
+    try:
+        release = SplitTranscript.load(spec_file.parent)
+    except (ConfigError, ShapeError, KeyError, TypeError) as exc:
+        raise SpecMismatchError(spec_file, "", f"{type(exc).__name__}: {exc}") from None
+    files = (spec_file.parent / "transcript.safetensors",)
+    return LoadedRelease(release, spec_file, files)
 
 
 def _dp(s: _Common) -> DPSGDSpec | None:
