@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from trainleak.attacks import Attack, Reconstruction, available_attacks
 from trainleak.audit.assess_bounds import NotApplicable, applicable_bounds
+from trainleak.audit.assess_classes import check_reference, reference_evaluator, score_classes
 from trainleak.audit.assess_scoring import (
     ReferenceSet,
     Scored,
@@ -48,6 +49,7 @@ from trainleak.models.tensor_files import read_tensor_file
 from trainleak.progress import Progress
 from trainleak.releases.base import Release
 from trainleak.releases.checkpoint import Checkpoint
+from trainleak.releases.classifier import ClassifierRelease
 from trainleak.releases.distilled import DistilledSet
 from trainleak.releases.federated import GradientUpdate
 from trainleak.releases.io import LoadedRelease, load_release
@@ -119,12 +121,13 @@ def as_loaded(release: str | Path | LoadedRelease | Release) -> LoadedRelease:
     """A :class:`LoadedRelease` from a path, a loaded release, or a release in memory."""
     if isinstance(release, LoadedRelease):
         return release
-    if isinstance(release, Checkpoint | GradientUpdate | DistilledSet | SplitTranscript):
+    kinds = Checkpoint | GradientUpdate | DistilledSet | SplitTranscript | ClassifierRelease
+    if isinstance(release, kinds):
         return LoadedRelease(release, Path("<in memory>"), ())
     if isinstance(release, Release):
         raise ReleaseTypeError(
-            "assess reads checkpoints, gradient updates, distilled sets and split-learning "
-            f"transcripts, received {type(release).__name__}"
+            "assess reads checkpoints, gradient updates, distilled sets, split-learning "
+            f"transcripts and classifiers, received {type(release).__name__}"
         )
     return load_release(release)
 
@@ -147,6 +150,12 @@ def complete_knowledge(loaded: LoadedRelease, knowledge: Knowledge) -> Knowledge
             updates["value_range"] = tuple(float(v) for v in release.value_range)
         if knowledge.label_set is None:
             updates["label_set"] = tuple(range(int(release.num_classes)))
+    elif isinstance(release, ClassifierRelease):
+        shape = release.input_shape
+        if knowledge.value_range is None:
+            updates["value_range"] = tuple(float(v) for v in release.value_range)
+        if knowledge.label_set is None:
+            updates["label_set"] = tuple(range(release.num_classes))
     elif isinstance(release, SplitTranscript):
         shape = release.split.input_shape
         if knowledge.n_records is None:
@@ -233,11 +242,27 @@ def assess(
     chosen = _choose(matching, attacks, settings)
     built = {n: _build(n, matching[n], dict((settings or {}).get(n, {})), know) for n in chosen}
     ref = _reference(private, know)  # read and checked before any attack runs
+    classifier = loaded.release if isinstance(loaded.release, ClassifierRelease) else None
+    if classifier is not None and ref is not None:
+        check_reference(
+            ref, classifier, "reference set" if isinstance(private, ReferenceSet) else str(private)
+        )
     runs = [_run(n, matching[n], built[n], loaded, know, seed, progress) for n in chosen]
     of = _of(loaded.release, know)
     rule = RECOVERED_SSIM.get(loaded.kind)
+    evaluator = None
     for r in runs:
-        if r.reconstruction is not None:
+        if r.reconstruction is not None and classifier is not None and ref is not None:
+            # model inversion reconstructs classes: scored per class by an evaluator
+            if evaluator is None:
+                evaluator = reference_evaluator(ref, classifier, seed)
+            rec = r.reconstruction
+            own = own_evidence(r.name, rec, of)
+            own.grid = candidates_grid(rec, know)
+            r.scored = score_classes(
+                r.name, rec.inputs, rec.labels, evaluator, classifier, know, seed, own
+            )
+        elif r.reconstruction is not None:
             r.scored = (
                 score_against(r.name, r.reconstruction, ref, know, seed, recovered_ssim=rule)
                 if ref is not None

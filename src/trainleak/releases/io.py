@@ -27,7 +27,9 @@ labels, named ``images`` and ``labels`` unless ``tensor_names`` maps them), ``"n
 ``"value_range"`` and, if the method publishes one, the learned ``"lr"``; the folder written
 by :meth:`DistilledSet.save` (``set.json``) loads too. So does the folder a split-learning
 server's transcript was saved to (:meth:`SplitTranscript.save`, ``transcript.json``): what an
-honest-but-curious server recorded of U-shaped split learning on images.
+honest-but-curious server recorded of U-shaped split learning on images. A white-box
+classifier whose classes are private (:meth:`ClassifierRelease.save`: ``release.json`` of format
+``trainleak.classifier/1`` beside ``weights.safetensors``) loads as it is.
 
 ``dp_sgd`` (``sampling_rate``, ``noise_multiplier``, ``steps``, optionally ``delta``) declares
 that the weights came out of DP-SGD with that schedule; it is what lets the assessment apply
@@ -53,6 +55,7 @@ from trainleak.models.tensor_files import read_tensor_file
 from trainleak.releases._match import DTYPES, expected_tensors, match_spec, rename
 from trainleak.releases._schema import Strict, read_mapping, resolve, validate
 from trainleak.releases.checkpoint import Checkpoint, OptimizerSpec, TrainingSpec
+from trainleak.releases.classifier import ClassifierRelease
 from trainleak.releases.distilled import DistilledSet
 from trainleak.releases.federated import GradientUpdate
 from trainleak.releases.split_learning import FORMAT as SPLIT_FORMAT
@@ -62,6 +65,7 @@ SPEC_FILE = "release.json"
 RELEASE_TYPES = ("checkpoint", "gradient_update", "distilled_set")
 DISTILLED_FILE = "set.json"
 TRANSCRIPT_FILE = "transcript.json"
+CLASSIFIER_FORMAT = "trainleak.classifier/1"
 DType = Literal["float16", "bfloat16", "float32", "float64"]
 
 
@@ -146,15 +150,15 @@ class LoadedRelease:
     """A validated release read from files.
 
     Attributes:
-        release: the :class:`Checkpoint`, :class:`GradientUpdate`, :class:`DistilledSet` or
-            :class:`SplitTranscript`.
+        release: the :class:`Checkpoint`, :class:`GradientUpdate`, :class:`DistilledSet`,
+            :class:`SplitTranscript` or :class:`ClassifierRelease`.
         source: the spec file it was described by.
         files: the tensor files read.
         dp_sgd: the DP-SGD schedule the spec declares, if any.
         description: the spec's free-text description.
     """
 
-    release: Checkpoint | GradientUpdate | DistilledSet | SplitTranscript
+    release: Checkpoint | GradientUpdate | DistilledSet | SplitTranscript | ClassifierRelease
     source: Path
     files: tuple[Path, ...]
     dp_sgd: DPSGDSpec | None = None
@@ -162,8 +166,10 @@ class LoadedRelease:
 
     @property
     def kind(self) -> str:
-        """``"checkpoint"``, ``"gradient_update"``, ``"distilled_set"`` or
-        ``"split_transcript"``."""
+        """``"checkpoint"``, ``"gradient_update"``, ``"distilled_set"``,
+        ``"split_transcript"`` or ``"classifier"``."""
+        if isinstance(self.release, ClassifierRelease):
+            return "classifier"
         if isinstance(self.release, DistilledSet):
             return "distilled_set"
         if isinstance(self.release, SplitTranscript):
@@ -194,6 +200,8 @@ def load_release(path: str | Path) -> LoadedRelease:
     data = read_mapping(spec_file, "release spec")
     if spec_file.name == TRANSCRIPT_FILE:
         return _load_transcript(spec_file, data)
+    if data.get("format") == CLASSIFIER_FORMAT:
+        return _load_classifier(spec_file)
     prefixes = ("", "")
     if data.get("format") in _SAVED:
         data, prefixes = _from_saved(data)
@@ -317,6 +325,15 @@ def _load_transcript(spec_file: Path, data: dict[str, Any]) -> LoadedRelease:
         raise SpecMismatchError(spec_file, "", f"{type(exc).__name__}: {exc}") from None
     files = (spec_file.parent / "transcript.safetensors",)
     return LoadedRelease(release, spec_file, files)
+
+
+def _load_classifier(spec_file: Path) -> LoadedRelease:
+    """A folder written by :meth:`ClassifierRelease.save`."""
+    try:
+        release = ClassifierRelease.load(spec_file.parent)
+    except (ConfigError, ShapeError, KeyError, TypeError) as exc:
+        raise SpecMismatchError(spec_file, "", f"{type(exc).__name__}: {exc}") from None
+    return LoadedRelease(release, spec_file, (spec_file.parent / "weights.safetensors",))
 
 
 def _dp(s: _Common) -> DPSGDSpec | None:

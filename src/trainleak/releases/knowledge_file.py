@@ -12,6 +12,7 @@ paths are relative to the knowledge file::
     prior: public_digits.safetensors          # (N, 1, 8, 8) samples of the population
     other_records: {file: others.safetensors, x: x, y: y}
     auxiliary: {file: public.safetensors, x: x, y: y}   # labelled records of the population
+    generative_prior: prior/       # a folder written by GenerativePrior.save (model inversion)
 
 ``disclosures`` (what colluding parties hand over) cannot be written in a file yet.
 """
@@ -24,10 +25,11 @@ from pathlib import Path
 import torch
 from pydantic import Field
 
-from trainleak.errors import MetadataError
+from trainleak.errors import ConfigError, MetadataError, ShapeError
 from trainleak.models.tensor_files import read_tensor_file
 from trainleak.releases._schema import Strict, TensorRef, load_tensor_ref, read_mapping, resolve
 from trainleak.releases._schema import validate as validate_schema
+from trainleak.releases.classifier import GenerativePrior
 from trainleak.releases.knowledge import Knowledge
 
 
@@ -48,6 +50,7 @@ class KnowledgeSchema(Strict):
     prior: str | TensorRef | None = None
     other_records: RecordsRef | None = None
     auxiliary: RecordsRef | None = None
+    generative_prior: str | None = None
     active: bool = False
     subspace_basis: str | TensorRef | None = None
     record_norm: float | None = Field(None, gt=0)
@@ -82,10 +85,21 @@ def load_knowledge(path: str | Path) -> Knowledge:
         prior=prior,
         other_records=_other_records(s.other_records, shape, p),
         auxiliary=_other_records(s.auxiliary, shape, p, "auxiliary"),
+        generative_prior=_prior(s.generative_prior, p),
         active=s.active,
         subspace_basis=basis,
         record_norm=s.record_norm,
     )
+
+
+def _prior(folder: str | None, p: Path) -> GenerativePrior | None:
+    if folder is None:
+        return None
+    where = resolve(p, folder)
+    try:
+        return GenerativePrior.load(where)
+    except (ConfigError, ShapeError, KeyError, TypeError) as exc:
+        raise MetadataError(p, "generative_prior", f"{where}: {exc}") from None
 
 
 def _value_range(s: KnowledgeSchema, p: Path) -> tuple[float, float] | None:
