@@ -45,6 +45,7 @@ def main() -> None:
         help="digits: the default run's split (800 / 800 / 197); mnist, cifar10: the "
         "benchmark's (1000 private / 1000 auxiliary / 500 held-out)",
     )
+    parser.add_argument("--ipc", type=int, default=10, help="images per class")
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument(
         "--first-seed", type=int, default=1000, help="distillation seed of the first set"
@@ -66,7 +67,7 @@ def main() -> None:
     spec = candidate_specs([args.architecture], task.input_shape, task.num_classes)
     spec_ = spec[args.architecture]
     test = (torch.cat([task.aux[0], task.holdout[0]]), torch.cat([task.aux[1], task.holdout[1]]))
-    cfg = ALGORITHMS[args.algorithm](ipc=10, init=args.init, **extra)
+    cfg = ALGORITHMS[args.algorithm](ipc=args.ipc, init=args.init, **extra)
     protocol = EvalProtocol.from_rates(args.eval_lr, steps=300, models=4, augment=args.eval_augment)
     accs: list[float] = []
     lrs, expert_lrs, cpu = [], [], 0.0
@@ -79,9 +80,9 @@ def main() -> None:
         accs += set_accuracies(run.release, spec_, test, protocol, seed=s, select=task.private)
     rand_protocol = dataclasses.replace(protocol, models=6)
     rand = random_subset_accuracies(
-        *task.private, 10, spec_, test, rand_protocol, select=task.private
+        *task.private, args.ipc, spec_, test, rand_protocol, select=task.private
     )
-    setting = f"{args.dataset}/{args.algorithm}/{args.architecture}/{args.init}"
+    setting = f"{args.dataset}/{args.algorithm}/{args.architecture}/ipc{args.ipc}/{args.init}"
     out = {"setting": setting, "overrides": extra}
     out |= {"learned_lr": lrs, "expert_lr": expert_lrs, "distil_thread_cpu_s": cpu / args.seeds}
     out |= setting_summary(accs, rand) | {"distilled_accs": accs, "random_accs": rand}
