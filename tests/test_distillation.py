@@ -47,7 +47,7 @@ from trainleak.systems.distillation import (
     random_subset_accuracy,
     set_accuracy,
 )
-from trainleak.systems.distillation.mtt import choose_expert_lr, lr_cap, start_rate
+from trainleak.systems.distillation.mtt import choose_expert_lr, latest_start, lr_cap, start_rate
 
 DS = load_digits()
 PRIVATE = (DS.x[:500], DS.y[:500])
@@ -361,3 +361,14 @@ def test_mtt_expert_rate_is_chosen_on_held_out_private_data_and_avoids_both_fail
         MTTConfig(expert_lr_grid=())
     with pytest.raises(ConfigError, match="expert_lr_grid"):
         MTTConfig(expert_lr_grid=(0.1, -1.0))
+
+
+def test_mtt_latest_start_grows_with_images_per_class_like_the_original() -> None:
+    # MTT's CIFAR-10 table starts at most 2, 20, 40 of 50 epochs in at 1, 10, 50 images per
+    # class; ours grows one epoch per image per class up to 8, inside the experts' length.
+    assert [latest_start(MTTConfig(ipc=i)) for i in (1, 2, 5, 8, 10, 50)] == [1, 2, 5, 8, 8, 8]
+    assert latest_start(MTTConfig(ipc=10, expert_epochs=6, expert_steps=3)) == 3
+    assert latest_start(MTTConfig(ipc=1, expert_epochs=3, expert_steps=3)) == 0
+    assert latest_start(MTTConfig(ipc=10, max_start_epoch=1)) == 1  # an explicit choice wins
+    with pytest.raises(ConfigError, match="expert_steps"):
+        MTTConfig(expert_epochs=2, expert_steps=3)
