@@ -5,16 +5,14 @@ own samples at the same budget); an untrained one of the same architecture does 
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
-from typer.testing import CliRunner
 
-from trainleak import cli
+from assess_helpers import assess_cli
 from trainleak.audit.assess import assess
 from trainleak.audit.assess_scoring import ReferenceSet
 from trainleak.data import load_digits
@@ -25,7 +23,6 @@ from trainleak.releases.io import load_release
 from trainleak.releases.knowledge import Knowledge
 from trainleak.systems.classifier import PriorSettings, TrainSettings, train_classifier, train_prior
 
-runner = CliRunner()
 CLASSES = tuple("01234")
 
 
@@ -74,15 +71,9 @@ def test_cli_assesses_a_saved_classifier_with_a_prior_folder(tmp_path: Path) -> 
     (tmp_path / "knowledge.yaml").write_text("generative_prior: prior\n")
     save_file({"x": ref.x, "y": ref.y}, str(tmp_path / "private.safetensors"))  # type: ignore[dict-item]
     assert load_release(folder).kind == "classifier"
-    out = tmp_path / "assessment"
-    res = runner.invoke(
-        cli.app,
-        ["assess", "--release", str(folder), "--knowledge", str(tmp_path / "knowledge.yaml"),
-         "--private", str(tmp_path / "private.safetensors"), "--out", str(out)],
-    )  # fmt: skip
-    assert res.exit_code == 0, res.output
-    doc = json.loads((out / "result.json").read_text())
-    table = {row["attack"]: row for row in doc["tables"]["attacks"]}
+    table, doc = assess_cli(
+        folder, tmp_path / "knowledge.yaml", tmp_path / "private.safetensors", tmp_path / "out"
+    )
     assert {"mi-standard", "mi-adaptive", "mi-prior-only"} <= set(table)
     assert doc["risk"]["level"] == "high"
     assert "images/mi-standard.png" in doc["artifacts"].values()

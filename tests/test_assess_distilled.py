@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import save_file
-from typer.testing import CliRunner
 
+from assess_helpers import assess_cli, runner
 from trainleak import cli
 from trainleak.audit.assess import RECOVERED_SSIM, assess
 from trainleak.audit.assess_scoring import ReferenceSet
@@ -23,8 +23,6 @@ from trainleak.releases.knowledge import Knowledge
 from trainleak.scenarios.distillation import candidate_specs, split_task
 from trainleak.systems.distillation.dm import DMConfig
 from trainleak.systems.distillation.run import distill
-
-runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
@@ -120,15 +118,9 @@ def test_cli_assess_reads_a_saved_distilled_set_with_knowledge_and_reference_fil
     save_file({"x": private[0]}, str(tmp_path / "private.safetensors"))
     listed = runner.invoke(cli.app, ["attacks", "--release", str(folder)])
     assert listed.exit_code == 0 and "ira-recovery" in listed.output
-    out = tmp_path / "assessment"
-    res = runner.invoke(
-        cli.app,
-        ["assess", "--release", str(folder), "--knowledge", str(tmp_path / "knowledge.yaml"),
-         "--private", str(tmp_path / "private.safetensors"), "--out", str(out)],
-    )  # fmt: skip
-    assert res.exit_code == 0, res.output
-    doc = json.loads((out / "result.json").read_text())
-    table = {row["attack"]: row for row in doc["tables"]["attacks"]}
+    table, doc = assess_cli(
+        folder, tmp_path / "knowledge.yaml", tmp_path / "private.safetensors", tmp_path / "out"
+    )
     assert table["ira-recovery"]["status"] == "done"
     assert table["ira-reveal"]["status"] == "needs knowledge"  # no shadow bank in a file
     assert doc["risk"]["level"] == "high"

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 from safetensors.torch import save_file
-from typer.testing import CliRunner
 
-from trainleak import cli
+from assess_helpers import assess_cli
 from trainleak.defenses.split_learning import KDUFSL
 from trainleak.errors import MetadataError
 from trainleak.releases.io import load_release
@@ -20,7 +19,6 @@ from trainleak.releases.split_learning import SmashedDefenseSpec
 from trainleak.scenarios.split_learning import split_task
 from trainleak.systems.split_learning.ufsl import UFSLConfig, train_ufsl
 
-runner = CliRunner()
 QUICK = ["split-inverse-network.steps=150", "split-fora.steps=150",
          "split-fora.substitute_steps=150", "split-whitebox.steps=150"]  # fmt: skip
 
@@ -46,16 +44,11 @@ def _saved(tmp: Path, data_dir: Path, defense: SmashedDefenseSpec | None) -> Pat
 
 
 def _assess(tmp: Path) -> tuple[dict[str, dict[str, object]], dict[str, object]]:
-    out = tmp / "assessment"
-    res = runner.invoke(
-        cli.app,
-        ["assess", "--release", str(tmp / "transcript"), "--knowledge",
-         str(tmp / "knowledge.yaml"), "--private", str(tmp / "private.safetensors"),
-         "--out", str(out), *[a for s in QUICK for a in ("--set", s)]],
+    table, doc = assess_cli(
+        tmp / "transcript", tmp / "knowledge.yaml", tmp / "private.safetensors",
+        tmp / "assessment", QUICK,
     )  # fmt: skip
-    assert res.exit_code == 0, res.output
-    doc = json.loads((out / "result.json").read_text())
-    return {row["attack"]: row for row in doc["tables"]["attacks"]}, doc["risk"]
+    return table, doc["risk"]
 
 
 def test_undefended_transcript_is_high_risk(data_dir: Path, tmp_path: Path) -> None:
