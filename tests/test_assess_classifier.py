@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import save_file
+from scipy.stats import binom
 
 from assess_helpers import assess_cli
 from trainleak.audit.assess import assess
+from trainleak.audit.assess_classes import chance_quantile
 from trainleak.audit.assess_scoring import ReferenceSet
 from trainleak.data import load_digits
 from trainleak.errors import MetadataError
@@ -86,3 +88,11 @@ def test_a_reference_set_without_labels_is_refused_before_any_attack() -> None:
     wrong = ReferenceSet(ref.x, torch.full_like(ref.y, 7))  # type: ignore[arg-type]
     with pytest.raises(MetadataError, match=r"labels in \[0, 5\)"):
         assess(trained, Knowledge(generative_prior=prior), private=wrong)
+
+
+def test_chance_quantile_matches_the_binomial_law_for_equal_rates() -> None:
+    for n, r in ((5, 0.2), (20, 0.05), (8, 0.5), (3, 0.0)):
+        want = int(binom.ppf(0.95, n, r))  # smallest k with P(X <= k) >= 0.95
+        assert chance_quantile([r] * n) == want, (n, r)
+    assert chance_quantile([1.0, 1.0, 0.0]) == 2
+    assert chance_quantile([0.5, 0.5]) == 2  # P(X <= 1) = 0.75 < 0.95

@@ -140,22 +140,16 @@ def as_knowledge(knowledge: str | Path | Knowledge | None) -> Knowledge:
 
 
 def complete_knowledge(loaded: LoadedRelease, knowledge: Knowledge) -> Knowledge:
-    """Fill what the release itself declares: input shape, training-set or batch size (and,
-    for a distilled set, its value range and classes)."""
+    """Fill what the release itself declares: input shape, training-set or batch size (a
+    distilled set's or a classifier's value range and classes, a transcript's row count)."""
     release = loaded.release
     updates: dict[str, Any] = {}
-    if isinstance(release, DistilledSet):
+    if isinstance(release, DistilledSet | ClassifierRelease):
         shape: Any = release.input_shape
         if knowledge.value_range is None:
             updates["value_range"] = tuple(float(v) for v in release.value_range)
         if knowledge.label_set is None:
             updates["label_set"] = tuple(range(int(release.num_classes)))
-    elif isinstance(release, ClassifierRelease):
-        shape = release.input_shape
-        if knowledge.value_range is None:
-            updates["value_range"] = tuple(float(v) for v in release.value_range)
-        if knowledge.label_set is None:
-            updates["label_set"] = tuple(range(release.num_classes))
     elif isinstance(release, SplitTranscript):
         shape = release.split.input_shape
         if knowledge.n_records is None:

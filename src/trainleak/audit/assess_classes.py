@@ -130,7 +130,8 @@ def score_classes(
     own: Scored,
 ) -> Scored:
     """The finding of one inversion attack: classes whose reconstructions the evaluator
-    assigns to them, against random prior samples at the same per-class budget."""
+    assigns to them, against what a release revealing nothing would be credited with (the
+    chance quantile, see the module docstring)."""
     if rec_labels is None or len(rec_inputs) == 0:
         own.metrics["not scored"] = "no class-labelled reconstructions"
         return own

@@ -178,8 +178,9 @@ class LoadedRelease:
 
 
 def spec_path(path: str | Path) -> Path:
-    """The spec file of ``path``: the file itself, or ``release.json`` inside a folder (or the
-    ``set.json`` of a folder written by :meth:`DistilledSet.save`)."""
+    """The spec file of ``path``: the file itself, or ``release.json`` inside a folder (or,
+    without one, the ``set.json`` of a :meth:`DistilledSet.save` folder or the
+    ``transcript.json`` of a :meth:`SplitTranscript.save` folder)."""
     p = Path(path)
     if p.is_dir() and not (p / SPEC_FILE).exists():
         for name in (DISTILLED_FILE, TRANSCRIPT_FILE):
