@@ -29,8 +29,14 @@ from typing import Any, Literal
 
 from trainleak.attacks import Attack, Reconstruction, available_attacks
 from trainleak.audit.assess_bounds import NotApplicable, applicable_bounds
-from trainleak.audit.assess_classes import check_reference, reference_evaluator, score_classes
+from trainleak.audit.assess_classes import (
+    check_reference,
+    prior_rates,
+    reference_evaluator,
+    score_classes,
+)
 from trainleak.audit.assess_scoring import (
+    SSIM_RECOVERED,
     ReferenceSet,
     Scored,
     candidates_grid,
@@ -243,18 +249,19 @@ def assess(
         )
     runs = [_run(n, matching[n], built[n], loaded, know, seed, progress) for n in chosen]
     of = _of(loaded.release, know)
-    rule = RECOVERED_SSIM.get(loaded.kind)
-    evaluator = None
+    rule = RECOVERED_SSIM.get(loaded.kind, SSIM_RECOVERED)
+    judge = None  # the class evaluator and its chance rates, built once when first needed
     for r in runs:
         if r.reconstruction is not None and classifier is not None and ref is not None:
             # model inversion reconstructs classes: scored per class by an evaluator
-            if evaluator is None:
+            if judge is None:
                 evaluator = reference_evaluator(ref, classifier, seed)
+                judge = (evaluator, prior_rates(evaluator, know, classifier.num_classes, seed))
             rec = r.reconstruction
             own = own_evidence(r.name, rec, of)
             own.grid = candidates_grid(rec, know)
             r.scored = score_classes(
-                r.name, rec.inputs, rec.labels, evaluator, classifier, know, seed, own
+                r.name, rec.inputs, rec.labels, *judge, classifier, know, seed, own
             )
         elif r.reconstruction is not None:
             r.scored = (

@@ -106,11 +106,13 @@ def chance_quantile(rates: list[float], level: float = LEVEL) -> int:
 
 def prior_rates(
     evaluator: torch.nn.Module, knowledge: Knowledge, k: int, seed: int
-) -> torch.Tensor | None:
-    """How often the evaluator calls each class on random prior samples (add-one smoothed)."""
+) -> torch.Tensor:
+    """How often the evaluator calls each class on random prior samples (add-one smoothed);
+    the chance rate ``1/k`` without a prior. Once per assessment: it depends on neither the
+    attack nor its reconstructions."""
     prior = knowledge.generative_prior
     if prior is None:
-        return None
+        return torch.full((k,), 1.0 / k, dtype=torch.float64)
     gen = torch.Generator().manual_seed(seed * 100_003 + 17)
     with torch.no_grad():
         images = prior.decoder()(prior.sample_latents(RATE_SAMPLES, gen))
@@ -124,6 +126,7 @@ def score_classes(
     rec_inputs: torch.Tensor,
     rec_labels: torch.Tensor | None,
     evaluator: torch.nn.Module,
+    rates: torch.Tensor,
     release: ClassifierRelease,
     knowledge: Knowledge,
     seed: int,
@@ -131,16 +134,13 @@ def score_classes(
 ) -> Scored:
     """The finding of one inversion attack: classes whose reconstructions the evaluator
     assigns to them, against what a release revealing nothing would be credited with (the
-    chance quantile, see the module docstring)."""
+    chance quantile, see the module docstring); ``rates`` from :func:`prior_rates`."""
     if rec_labels is None or len(rec_inputs) == 0:
         own.metrics["not scored"] = "no class-labelled reconstructions"
         return own
     k = release.num_classes
     acc = attack_accuracy(evaluator, rec_inputs.float(), rec_labels, k, seed=seed)
     hits = torch.tensor(acc.hits) > 0.5
-    rates = prior_rates(evaluator, knowledge, k, seed)
-    if rates is None:  # no prior to compare with: the chance rate
-        rates = torch.full((k,), 1.0 / k, dtype=torch.float64)
     recovered = _classes_recovered(hits, rec_labels)
     classes = rec_labels.unique().tolist()
     baseline = chance_quantile([float(rates[c]) for c in classes])

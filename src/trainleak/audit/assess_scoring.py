@@ -103,13 +103,13 @@ def score_against(
     ref: ReferenceSet,
     knowledge: Knowledge,
     seed: int = 0,
-    recovered_ssim: float | None = None,
+    recovered_ssim: float = SSIM_RECOVERED,
 ) -> Scored:
     """The finding from scoring ``rec`` (and an equal-budget baseline) against ``ref``.
 
     The baseline depends only on ``seed`` and the number of candidates, so attacks given the
     same budget face the same baseline. ``recovered_ssim`` is the SSIM at which an image
-    record counts as recovered (default :data:`SSIM_RECOVERED`)."""
+    record counts as recovered."""
     own = own_evidence(name, rec, len(ref.x))
     shape = tuple(ref.x.shape[1:])
     if len(rec) and rec.inputs[0].numel() != ref.x[0].numel():
@@ -125,8 +125,7 @@ def score_against(
     base = _baseline(knowledge, shape, len(rec), generator, truth)
     img = image_shape(shape)
     if img is not None:
-        rule = SSIM_RECOVERED if recovered_ssim is None else recovered_ssim
-        return _score_images(name, own, truth, cands, base, img, knowledge, span, rule)
+        return _score_images(name, own, truth, cands, base, img, knowledge, span, recovered_ssim)
     exact = _exact(truth, cands, span)
     error = _nearest_error(truth, cands) / span**2
     finding = AttackFinding(

@@ -144,10 +144,9 @@ def latest_start(cfg: MTTConfig) -> int:
     image per class up to the measured 8 at ten. Measured at one image per class (ConvNet, one
     set, four networks; docs/decisions.md): start <= 1 / 2 / 8 on digits 0.871 / 0.881 / 0.840,
     on MNIST 0.751 / 0.634 / 0.457 (random subsets 0.658 and 0.461)."""
-    cap = cfg.expert_epochs - cfg.expert_steps
-    if cfg.max_start_epoch is not None:
-        return min(cfg.max_start_epoch, cap)
-    return min(8, cfg.ipc, cap)
+    if cfg.max_start_epoch is not None:  # checked against the experts' length at construction
+        return cfg.max_start_epoch
+    return min(8, cfg.ipc, cfg.expert_epochs - cfg.expert_steps)
 
 
 def start_rate(cfg: MTTConfig, expert_lr: float) -> float:
