@@ -343,6 +343,9 @@ def main() -> None:
         "--note", default="", help="text kept with the entries this run writes (code, load)"
     )
     parser.add_argument(
+        "--workers", type=int, default=None, help="worker processes (default: the config's)"
+    )
+    parser.add_argument(
         "--cache",
         type=Path,
         default=None,
@@ -370,6 +373,8 @@ def main() -> None:
                 summaries[name]["note"] = args.note
                 continue
             overrides = _scaled(CONFIGS[name], args.scale) | {"device": args.device}
+            if args.workers is not None:
+                overrides["workers"] = args.workers
             start = time.perf_counter()
             result = _run(overrides, Path(tmp) / name)
             summaries[name] = summarise(result, time.perf_counter() - start)

@@ -54,6 +54,7 @@ def test_trained_classifier_is_high_risk_and_untrained_is_not() -> None:
         found[name] = (a.card.level, {r.name: r.scored.finding for r in a.runs if r.scored})
     level, findings = found["trained"]
     assert level == "high"
+    assert findings["mi-adaptive"].unit == "private classes"  # the card counts classes
     for name in ("mi-standard", "mi-adaptive"):
         f = findings[name]
         assert f.of == 5 and f.candidates == 20
@@ -78,6 +79,7 @@ def test_cli_assesses_a_saved_classifier_with_a_prior_folder(tmp_path: Path) -> 
     )
     assert {"mi-standard", "mi-adaptive", "mi-prior-only"} <= set(table)
     assert doc["risk"]["level"] == "high"
+    assert "of 5 private classes" in doc["risk"]["verdict"], doc["risk"]["verdict"]
     assert "images/mi-standard.png" in doc["artifacts"].values()
 
 

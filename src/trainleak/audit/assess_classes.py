@@ -160,6 +160,7 @@ def score_classes(
         certainty="ground truth",
         baseline_recovered=baseline,
         detail=own.finding.detail,
+        unit="private classes",
     )
     metrics = {
         **own.metrics,

@@ -52,6 +52,7 @@ def _finding(r: AttackRow, base: AttackRow | None) -> AttackFinding:
         baseline=baseline,
         quality=r.acc1,
         detail=f"Acc@1 {r.acc1:.3g} [{r.acc1_lo:.3g}, {r.acc1_hi:.3g}]; baseline: {text}",
+        unit="class reconstructions",
     )
 
 

@@ -48,6 +48,8 @@ class AttackFinding:
         error: mean squared error per coordinate on the [0, 1] scale, against ground truth.
         detail: one sentence of the attack's own evidence (residual, loss, ...).
         certified: candidates the attack certified itself (``None``: it issues no certificate).
+        unit: what ``recovered`` and ``of`` count, in words (model inversion recovers classes,
+            not records).
     """
 
     attack: str
@@ -61,6 +63,7 @@ class AttackFinding:
     error: float | None = None
     detail: str = ""
     certified: int | None = None
+    unit: str = "training records"
 
     @property
     def beyond_baseline(self) -> int | None:
@@ -189,7 +192,7 @@ def gap(attack: AttackFinding | None, bound: BoundFinding | None) -> Gap:
     if bound.unit == "success probability" and scored and attack.of:
         rate = (attack.recovered or 0) / attack.of
         return Gap(
-            f"the best attack recovered {rate:.3g} of the records; the bound allows at most "
+            f"the best attack recovered {rate:.3g} of the {attack.unit}; the bound allows at most "
             f"{bound.value:.3g}",
             "success",
             rate,
@@ -218,7 +221,7 @@ def verdict(attack: AttackFinding | None, bound: BoundFinding | None) -> tuple[L
     if beyond is not None and beyond > 0 and attack.certainty != "self-assessed":
         how = f"{attack.recovered} of {attack.of}" if attack.of else f"{attack.recovered}"
         return "high", (
-            f"Do not release as is: {attack.attack} recovered {how} training records "
+            f"Do not release as is: {attack.attack} recovered {how} {attack.unit} "
             f"({attack.quality_metric}; {certainty_phrase(attack)})." + bound_text
         )
     if beyond is None or (attack.certainty == "certified" and attack.candidates > beyond):
@@ -244,7 +247,7 @@ def verdict(attack: AttackFinding | None, bound: BoundFinding | None) -> tuple[L
 def _measured(f: AttackFinding) -> str:
     """What the strongest attack achieved, against its baseline, in a clause."""
     how = f"{f.recovered} of {f.of}" if f.of else f"{f.recovered}"
-    text = f"{f.attack} recovered {how} training records ({f.quality_metric})"
+    text = f"{f.attack} recovered {how} {f.unit} ({f.quality_metric})"
     if f.baseline_recovered is not None:
         text += f", no more than a baseline given the same budget ({f.baseline_recovered})"
     return text
@@ -304,6 +307,7 @@ def scored_finding(
     error: float | None = None,
     detail: str = "",
     certified: int | None = None,
+    unit: str = "training records",
 ) -> AttackFinding:
     """An attack scored against the simulation's ground truth by the experiment's own rule.
 
@@ -329,6 +333,7 @@ def scored_finding(
         error=error,
         detail=detail,
         certified=certified,
+        unit=unit,
     )
 
 
