@@ -29,9 +29,11 @@ from trainleak.audit.assess import (
     missing_knowledge,
 )
 from trainleak.audit.assess_output import run_assessment
+from trainleak.audit.prior_file import prior_from_file
 from trainleak.errors import ConfigError, TrainleakError
 from trainleak.experiments.risk import LEVELS
 from trainleak.releases.io import load_release
+from trainleak.systems.classifier import PriorSettings
 
 _EXP_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 _STYLE = dict(zip(LEVELS, ("bold red", "bold yellow", "bold green", "bold", "dim"), strict=True))
@@ -144,6 +146,41 @@ def assess_cmd(
         _print(assessment, report)
 
 
+def prior_cmd(
+    public: Annotated[
+        Path, typer.Option("--public", help="Public images of other classes (safetensors).")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to save the prior to.")],
+    tensor: Annotated[str, typer.Option("--tensor", help="Name of the images tensor.")] = "x",
+    low: Annotated[float, typer.Option("--low", help="Lower end of the value range.")] = 0.0,
+    high: Annotated[float, typer.Option("--high", help="Upper end of the value range.")] = 1.0,
+    steps: Annotated[int, typer.Option("--steps", help="Adam steps of the VAE.")] = 3000,
+    latent_dim: Annotated[int, typer.Option("--latent-dim", help="Latent size.")] = 16,
+    classes: Annotated[
+        list[str] | None,
+        typer.Option("--class", help="Name of a public class (for the record); repeatable."),
+    ] = None,
+    seed: SeedOpt = 0,
+) -> None:
+    """Train the adversary's generative prior (a VAE) on public images and save it: the folder
+    a knowledge file names as ``generative_prior`` for model inversion of a classifier."""
+    with _errors():
+        settings = PriorSettings(latent_dim=latent_dim, steps=steps)
+        prior = prior_from_file(
+            public,
+            tensor=tensor,
+            value_range=(low, high),
+            settings=settings,
+            public_classes=tuple(classes or ()),
+            seed=seed,
+        )
+        folder = prior.save(out)
+        Console(highlight=False, soft_wrap=True).print(
+            f"prior: {escape(str(folder))} (latent {prior.latent_dim}, images "
+            f"{tuple(prior.input_shape)} in {prior.value_range})"
+        )
+
+
 def _print(a: Assessment, report: Path) -> None:
     console = Console(highlight=False, soft_wrap=True)
     table = Table(title="attacks", title_justify="left")
@@ -161,7 +198,8 @@ def _print(a: Assessment, report: Path) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Mount the three commands on the root ``trainleak`` app."""
+    """Mount the four commands on the root ``trainleak`` app."""
     app.command("attacks")(attacks_cmd)
     app.command("attack")(attack_cmd)
     app.command("assess")(assess_cmd)
+    app.command("prior")(prior_cmd)

@@ -62,7 +62,7 @@ from trainleak.releases.split_learning import FORMAT as SPLIT_FORMAT
 from trainleak.releases.split_learning import SplitTranscript
 
 SPEC_FILE = "release.json"
-RELEASE_TYPES = ("checkpoint", "gradient_update", "distilled_set")
+RELEASE_TYPES = ("checkpoint", "gradient_update", "distilled_set", "classifier")
 DISTILLED_FILE = "set.json"
 TRANSCRIPT_FILE = "transcript.json"
 CLASSIFIER_FORMAT = "trainleak.classifier/1"
@@ -132,6 +132,19 @@ class DistilledSetSchema(Strict):
     value_range: list[float] = Field(min_length=2, max_length=2)
     lr: float | None = Field(None, gt=0)
     tensor_names: dict[str, str] = Field(default_factory=dict)
+    description: str = ""
+
+
+class ClassifierSchema(Strict):
+    format: Literal["trainleak.release/1"] = "trainleak.release/1"
+    type: Literal["classifier"]
+    architecture: ArchitectureSchema
+    weights: str
+    tensor_names: dict[str, str] = Field(default_factory=dict)
+    dtype: DType | None = None
+    classes: list[str] = Field(min_length=2)
+    input_shape: list[int] = Field(min_length=3, max_length=3)
+    value_range: list[float] = Field([0.0, 1.0], min_length=2, max_length=2)
     description: str = ""
 
 
@@ -215,6 +228,8 @@ def load_release(path: str | Path) -> LoadedRelease:
         return _load_checkpoint(validate(CheckpointSchema, data, spec_file), spec_file, prefixes)
     if kind == "distilled_set":
         return _load_distilled(validate(DistilledSetSchema, data, spec_file), spec_file)
+    if kind == "classifier":
+        return _load_classifier_spec(validate(ClassifierSchema, data, spec_file), spec_file)
     return _load_update(validate(UpdateSchema, data, spec_file), spec_file, prefixes)
 
 
@@ -335,6 +350,38 @@ def _load_classifier(spec_file: Path) -> LoadedRelease:
     except (ConfigError, ShapeError, KeyError, TypeError) as exc:
         raise SpecMismatchError(spec_file, "", f"{type(exc).__name__}: {exc}") from None
     return LoadedRelease(release, spec_file, (spec_file.parent / "weights.safetensors",))
+
+
+def _load_classifier_spec(s: ClassifierSchema, spec_file: Path) -> LoadedRelease:
+    """A classifier described by a spec: the weights checked against the architecture, then
+    the output size against the class list, the input shape and the range."""
+    arch = ModelSpec(kind=s.architecture.kind, kwargs=dict(s.architecture.kwargs))
+    expected = expected_tensors(arch, spec_file)
+    declared = DTYPES[s.dtype] if s.dtype else None
+    file = resolve(spec_file, s.weights)
+    state = rename(read_tensor_file(file), s.tensor_names, file)
+    match_spec(state, expected, arch, file, declared)
+    lo, hi = s.value_range
+    try:
+        release = ClassifierRelease(
+            spec=arch,
+            state=state,
+            classes=tuple(s.classes),
+            input_shape=(s.input_shape[0], s.input_shape[1], s.input_shape[2]),
+            value_range=(lo, hi),
+        )
+    except ShapeError as exc:
+        raise MetadataError(spec_file, "input_shape", str(exc)) from None
+    except ConfigError as exc:  # the range, or the network's output size against the classes
+        field = "value_range" if "value_range" in str(exc) else "classes"
+        raise MetadataError(spec_file, field, str(exc)) from None
+    except RuntimeError as exc:  # the forward pass of a zero input of that shape failed
+        raise MetadataError(
+            spec_file,
+            "input_shape",
+            f"the architecture cannot take inputs of shape {tuple(s.input_shape)}: {exc}",
+        ) from None
+    return LoadedRelease(release, spec_file, (file,), None, s.description)
 
 
 def _dp(s: _Common) -> DPSGDSpec | None:
