@@ -312,7 +312,11 @@ def _markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--datasets", default="digits,mnist,cifar10")
+    parser.add_argument(
+        "--datasets",
+        default=None,
+        help="comma-separated (default: digits,mnist,cifar10; only digits with --digits-result)",
+    )
     parser.add_argument("--digits-result", type=Path, default=None)
     parser.add_argument(
         "--device", default="cpu", help="torch device for distillation and evaluation"
@@ -356,7 +360,8 @@ def main() -> None:
         os.environ["TRAINLEAK_DATA"] = args.data_dir
     if args.device == "cpu":
         torch.set_num_threads(1)
-    names = args.datasets.split(",")
+    default = "digits" if args.digits_result is not None else "digits,mnist,cifar10"
+    names = (args.datasets or default).split(",")
     if args.protocol_only:
         for name in names:
             key = f"protocol:{name}@{args.device}"
