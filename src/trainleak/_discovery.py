@@ -23,3 +23,12 @@ def import_submodules(package: ModuleType) -> None:
             importlib.import_module(info.name)
         except MissingExtraError:
             continue  # a surface whose optional extra is absent (e.g. language models)
+
+
+def optional_module(name: str) -> tuple[ModuleType | None, str]:
+    """``(module, "")``, or ``(None, why)`` when it needs an optional extra that is absent: for
+    a release surface that only some installations have (a language model needs ``text``)."""
+    try:
+        return importlib.import_module(name), ""
+    except MissingExtraError as exc:
+        return None, str(exc)

@@ -43,6 +43,7 @@ from trainleak.audit.assess_scoring import (
     own_evidence,
     score_against,
 )
+from trainleak.audit.assess_text import TextReference, load_text_reference, score_membership
 from trainleak.errors import (
     ConfigError,
     MetadataError,
@@ -58,7 +59,7 @@ from trainleak.releases.checkpoint import Checkpoint
 from trainleak.releases.classifier import ClassifierRelease
 from trainleak.releases.distilled import DistilledSet
 from trainleak.releases.federated import GradientUpdate
-from trainleak.releases.io import LoadedRelease, load_release
+from trainleak.releases.io import LanguageModelRelease, LoadedRelease, load_release
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.knowledge_file import load_knowledge
 from trainleak.releases.split_learning import SplitTranscript
@@ -128,12 +129,13 @@ def as_loaded(release: str | Path | LoadedRelease | Release) -> LoadedRelease:
     if isinstance(release, LoadedRelease):
         return release
     kinds = Checkpoint | GradientUpdate | DistilledSet | SplitTranscript | ClassifierRelease
-    if isinstance(release, kinds):
+    text = LanguageModelRelease is not None and isinstance(release, LanguageModelRelease)
+    if isinstance(release, kinds) or text:
         return LoadedRelease(release, Path("<in memory>"), ())
     if isinstance(release, Release):
         raise ReleaseTypeError(
             "assess reads checkpoints, gradient updates, distilled sets, split-learning "
-            f"transcripts and classifiers, received {type(release).__name__}"
+            f"transcripts, classifiers and language models, received {type(release).__name__}"
         )
     return load_release(release)
 
@@ -150,6 +152,8 @@ def complete_knowledge(loaded: LoadedRelease, knowledge: Knowledge) -> Knowledge
     distilled set's or a classifier's value range and classes, a transcript's row count)."""
     release = loaded.release
     updates: dict[str, Any] = {}
+    if loaded.kind == "language_model":
+        return knowledge  # a language model declares nothing the knowledge lacks
     if isinstance(release, DistilledSet | ClassifierRelease):
         shape: Any = release.input_shape
         if knowledge.value_range is None:
@@ -215,7 +219,7 @@ def assess(
     release: str | Path | LoadedRelease | Release,
     knowledge: str | Path | Knowledge | None = None,
     *,
-    private: str | Path | ReferenceSet | None = None,
+    private: str | Path | ReferenceSet | TextReference | None = None,
     attacks: Sequence[str] | None = None,
     settings: Mapping[str, Mapping[str, Any]] | None = None,
     seed: int = 0,
@@ -226,7 +230,8 @@ def assess(
     Args:
         release: the release (see the module docstring).
         knowledge: the adversary's knowledge.
-        private: the reference set, for scoring only (never shown to an attack).
+        private: the reference set, for scoring only (never shown to an attack): records, or
+            for a language model its training texts (a text file, one a line).
         attacks: run only these attacks (default: every one that matches the release type).
         settings: hyper-parameters per attack, e.g. ``{"kkt": {"steps": 500}}``.
         seed: seed of every attack's local generator.
@@ -240,10 +245,15 @@ def assess(
     know = complete_knowledge(loaded, as_knowledge(knowledge))
     matching = matching_attacks(loaded.release)
     chosen = _choose(matching, attacks, settings)
-    built = {n: _build(n, matching[n], dict((settings or {}).get(n, {})), know) for n in chosen}
-    ref = _reference(private, know)  # read and checked before any attack runs
+    lm = getattr(loaded.release, "model", None) if loaded.kind == "language_model" else None
+    window = int(lm.max_length) if lm is not None else None
+    built = {
+        n: _build(n, matching[n], dict((settings or {}).get(n, {})), know, window) for n in chosen
+    }
+    text = loaded.kind == "language_model"
+    ref = read_reference(private, know, text)  # read and checked before any attack runs
     classifier = loaded.release if isinstance(loaded.release, ClassifierRelease) else None
-    if classifier is not None and ref is not None:
+    if classifier is not None and isinstance(ref, ReferenceSet):
         check_reference(
             ref, classifier, "reference set" if isinstance(private, ReferenceSet) else str(private)
         )
@@ -252,7 +262,19 @@ def assess(
     rule = RECOVERED_SSIM.get(loaded.kind, SSIM_RECOVERED)
     judge = None  # the class evaluator and its chance rates, built once when first needed
     for r in runs:
-        if r.reconstruction is not None and classifier is not None and ref is not None:
+        if r.reconstruction is not None and text:
+            # membership of candidate texts: scored against the training texts
+            own = own_evidence(r.name, r.reconstruction, of)
+            r.scored = (
+                score_membership(r.name, r.reconstruction, know.candidate_texts or (), ref, own)
+                if isinstance(ref, TextReference)
+                else own
+            )
+        elif (
+            r.reconstruction is not None
+            and classifier is not None
+            and isinstance(ref, ReferenceSet)
+        ):
             # model inversion reconstructs classes: scored per class by an evaluator
             if judge is None:
                 evaluator = reference_evaluator(ref, classifier, seed)
@@ -266,7 +288,7 @@ def assess(
         elif r.reconstruction is not None:
             r.scored = (
                 score_against(r.name, r.reconstruction, ref, know, seed, recovered_ssim=rule)
-                if ref is not None
+                if isinstance(ref, ReferenceSet)
                 else own_evidence(r.name, r.reconstruction, of)
             )
             if r.scored.grid is None and ref is None:
@@ -274,14 +296,18 @@ def assess(
     bounds, skipped = applicable_bounds(loaded, know)
     findings = [r.scored.finding for r in runs if r.scored is not None]
     card = risk_card(_describe(loaded), findings, bounds)
-    size = len(ref.x) if ref is not None else 0
+    size = len(ref.texts) if isinstance(ref, TextReference) else len(ref.x) if ref else 0
     return Assessment(loaded, know, runs, bounds, skipped, card, size)
 
 
-def _reference(private: str | Path | ReferenceSet | None, know: Knowledge) -> ReferenceSet | None:
-    if private is None or isinstance(private, ReferenceSet):
+def read_reference(
+    private: str | Path | ReferenceSet | TextReference | None, know: Knowledge, text: bool
+) -> ReferenceSet | TextReference | None:
+    """The reference set: records (:func:`load_reference`) or, for a language model
+    (``text``), training texts (:func:`load_text_reference`); already read ones as they are."""
+    if private is None or isinstance(private, ReferenceSet | TextReference):
         return private
-    return load_reference(private, know)
+    return load_text_reference(private) if text else load_reference(private, know)
 
 
 def _choose(
@@ -296,10 +322,19 @@ def _choose(
 
 
 def _build(
-    name: str, cls: type[Attack[Any]], overrides: dict[str, Any], knowledge: Knowledge
+    name: str,
+    cls: type[Attack[Any]],
+    overrides: dict[str, Any],
+    knowledge: Knowledge,
+    window: int | None = None,
 ) -> Attack[Any]:
+    """The attack with the assessment's presets, then the user's settings. ``window``: a
+    language model's context, which caps the attack's ``max_length``."""
     params = dict(PRESETS.get(name, {}))
     fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    if window is not None and "max_length" in fields:
+        default: Any = next(f.default for f in dataclasses.fields(cls) if f.name == "max_length")  # type: ignore[arg-type]
+        params["max_length"] = min(int(default), window)
     if "n_candidates" in fields and knowledge.n_records is not None:
         params["n_candidates"] = 2 * knowledge.n_records  # Haim et al.: twice the training set
     params = {k: v for k, v in params.items() if k in fields}
@@ -338,6 +373,7 @@ def _run(
 
 
 def _of(release: Release, knowledge: Knowledge) -> int | None:
+    """Out of how many records a finding counts, as far as the release and knowledge say."""
     if isinstance(release, GradientUpdate) and release.batch_size is not None:
         return release.batch_size
     return knowledge.n_records

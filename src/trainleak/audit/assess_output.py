@@ -20,7 +20,7 @@ from trainleak.audit.assess import (
     as_loaded,
     assess,
     complete_knowledge,
-    load_reference,
+    read_reference,
 )
 from trainleak.audit.report import write_report
 from trainleak.audit.runner import RESULT_FILE, default_store_path, result_document, write_artifacts
@@ -57,7 +57,7 @@ def run_assessment(
     """
     loaded = as_loaded(release)
     know = complete_knowledge(loaded, as_knowledge(knowledge))
-    ref = load_reference(private, know) if private is not None else None
+    ref = read_reference(private, know, loaded.kind == "language_model")
     config = {
         "release": str(loaded.source),
         "knowledge": str(knowledge) if knowledge is not None else None,
@@ -166,14 +166,24 @@ def _knowledge_row(k: Knowledge) -> dict[str, Any]:
 
 
 def _notes(a: Assessment) -> str:
+    text = (
+        f"Membership scores were judged against the {a.reference_size} training texts given as "
+        "the reference set, read only after every attack had run: training texts among the "
+        "candidates identified at a false-positive rate of at most 1 % on the other candidates, "
+        "against what a score blind to membership identifies by chance."
+    )
     ref = (
-        f"Reconstructions were scored against a reference set of {a.reference_size} records, "
-        "read only after every attack had run; a baseline given the same number of candidates "
-        "(prior samples and the prior mean when the knowledge has a prior or auxiliary "
-        "records, else uniform noise in the value range) was scored the same way."
-        if a.reference_size
-        else "No reference set was given: only the attacks' own certificates and fits are "
-        "reported, and the image grids show unverified candidates."
+        text
+        if a.reference_size and a.release.kind == "language_model"
+        else (
+            f"Reconstructions were scored against a reference set of {a.reference_size} records, "
+            "read only after every attack had run; a baseline given the same number of candidates "
+            "(prior samples and the prior mean when the knowledge has a prior or auxiliary "
+            "records, else uniform noise in the value range) was scored the same way."
+            if a.reference_size
+            else "No reference set was given: only the attacks' own certificates and fits are "
+            "reported, and the image grids show unverified candidates."
+        )
     )
     return (
         f"Release: {a.card.release}. Attacks saw the release and the knowledge listed in the "

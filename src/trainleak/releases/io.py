@@ -49,7 +49,14 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from trainleak.errors import ConfigError, MetadataError, ShapeError, SpecMismatchError
+from trainleak._discovery import optional_module
+from trainleak.errors import (
+    ConfigError,
+    MetadataError,
+    MissingExtraError,
+    ShapeError,
+    SpecMismatchError,
+)
 from trainleak.models.spec import ModelSpec, StateDict
 from trainleak.models.tensor_files import read_tensor_file
 from trainleak.releases._match import DTYPES, expected_tensors, match_spec, rename
@@ -61,8 +68,13 @@ from trainleak.releases.federated import GradientUpdate
 from trainleak.releases.split_learning import FORMAT as SPLIT_FORMAT
 from trainleak.releases.split_learning import SplitTranscript
 
+# a released language model needs the text extra (transformers, tokenizers): its loader is
+# imported when present, and a spec of that type names the missing extra otherwise
+_TEXT, TEXT_ERROR = optional_module("trainleak.releases.language_file")
+LanguageModelRelease: Any = _TEXT.LanguageModelRelease if _TEXT is not None else None
+
 SPEC_FILE = "release.json"
-RELEASE_TYPES = ("checkpoint", "gradient_update", "distilled_set", "classifier")
+RELEASE_TYPES = ("checkpoint", "gradient_update", "distilled_set", "classifier", "language_model")
 DISTILLED_FILE = "set.json"
 TRANSCRIPT_FILE = "transcript.json"
 CLASSIFIER_FORMAT = "trainleak.classifier/1"
@@ -171,7 +183,7 @@ class LoadedRelease:
         description: the spec's free-text description.
     """
 
-    release: Checkpoint | GradientUpdate | DistilledSet | SplitTranscript | ClassifierRelease
+    release: Checkpoint | GradientUpdate | DistilledSet | SplitTranscript | ClassifierRelease | Any
     source: Path
     files: tuple[Path, ...]
     dp_sgd: DPSGDSpec | None = None
@@ -180,7 +192,9 @@ class LoadedRelease:
     @property
     def kind(self) -> str:
         """``"checkpoint"``, ``"gradient_update"``, ``"distilled_set"``,
-        ``"split_transcript"`` or ``"classifier"``."""
+        ``"split_transcript"``, ``"classifier"`` or ``"language_model"``."""
+        if LanguageModelRelease is not None and isinstance(self.release, LanguageModelRelease):
+            return "language_model"
         if isinstance(self.release, ClassifierRelease):
             return "classifier"
         if isinstance(self.release, DistilledSet):
@@ -230,6 +244,12 @@ def load_release(path: str | Path) -> LoadedRelease:
         return _load_distilled(validate(DistilledSetSchema, data, spec_file), spec_file)
     if kind == "classifier":
         return _load_classifier_spec(validate(ClassifierSchema, data, spec_file), spec_file)
+    if kind == "language_model":
+        if _TEXT is None:
+            raise MissingExtraError(f"{spec_file}: a released language model: {TEXT_ERROR}")
+        s_lm = validate(_TEXT.LanguageModelSchema, data, spec_file)
+        lm, folders = _TEXT.load_language_release(s_lm, spec_file)
+        return LoadedRelease(lm, spec_file, folders, None, s_lm.description)
     return _load_update(validate(UpdateSchema, data, spec_file), spec_file, prefixes)
 
 

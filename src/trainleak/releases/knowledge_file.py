@@ -13,6 +13,7 @@ paths are relative to the knowledge file::
     other_records: {file: others.safetensors, x: x, y: y}
     auxiliary: {file: public.safetensors, x: x, y: y}   # labelled records of the population
     generative_prior: prior/       # a folder written by GenerativePrior.save (model inversion)
+    candidate_texts: texts.txt     # one text a line, or a list (language-model membership)
 
 ``disclosures`` (what colluding parties hand over) cannot be written in a file yet.
 """
@@ -25,7 +26,13 @@ from pathlib import Path
 import torch
 from pydantic import Field
 
-from trainleak.errors import ConfigError, MetadataError, ShapeError
+from trainleak.errors import (
+    ConfigError,
+    DataNotFoundError,
+    MalformedFileError,
+    MetadataError,
+    ShapeError,
+)
 from trainleak.models.tensor_files import read_tensor_file
 from trainleak.releases._schema import Strict, TensorRef, load_tensor_ref, read_mapping, resolve
 from trainleak.releases._schema import validate as validate_schema
@@ -54,6 +61,7 @@ class KnowledgeSchema(Strict):
     active: bool = False
     subspace_basis: str | TensorRef | None = None
     record_norm: float | None = Field(None, gt=0)
+    candidate_texts: list[str] | str | None = None
 
 
 def load_knowledge(path: str | Path) -> Knowledge:
@@ -89,7 +97,39 @@ def load_knowledge(path: str | Path) -> Knowledge:
         active=s.active,
         subspace_basis=basis,
         record_norm=s.record_norm,
+        candidate_texts=_texts(s.candidate_texts, p),
     )
+
+
+def read_texts(path: Path, what: str) -> tuple[str, ...]:
+    """The non-empty lines of a UTF-8 text file, stripped (one text a line).
+
+    Raises:
+        DataNotFoundError: the file does not exist.
+        MalformedFileError: it is not UTF-8 text.
+        MetadataError: it holds no text.
+    """
+    if not path.is_file():
+        raise DataNotFoundError(f"{path} does not exist ({what})")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise MalformedFileError(path, "", f"not UTF-8 text ({exc})") from None
+    texts = tuple(t.strip() for t in lines if t.strip())
+    if not texts:
+        raise MetadataError(path, "", f"no text in {what}")
+    return texts
+
+
+def _texts(value: list[str] | str | None, p: Path) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return read_texts(resolve(p, value), "candidate_texts: one text a line")
+    texts = tuple(t.strip() for t in value)
+    if not texts or not all(texts):
+        raise MetadataError(p, "candidate_texts", "a non-empty list of non-empty texts")
+    return texts
 
 
 def _prior(folder: str | None, p: Path) -> GenerativePrior | None:

@@ -23,7 +23,11 @@ from trainleak.models.language.core import (
     check_tokenizer,
     embedding,
 )
-from trainleak.models.language.files import load_language_model, save_language_model
+from trainleak.models.language.files import (
+    load_causal_lm_folder,
+    load_language_model,
+    save_language_model,
+)
 from trainleak.models.language.finetune import LoraSettings, add_lora, causal_loss, fine_tune
 from trainleak.models.language.sampling import Generated, generate
 from trainleak.models.language.scoring import (
@@ -35,6 +39,7 @@ from trainleak.models.language.scoring import (
 from trainleak.models.language.text import Encoded, decode, encode, train_word_tokenizer
 
 __all__ = [
+    "load_causal_lm_folder",
     "TEXT_EXTRA",
     "Encoded",
     "Generated",

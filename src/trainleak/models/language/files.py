@@ -20,6 +20,7 @@ from transformers import (
     AutoModelForSequenceClassification,
     PreTrainedTokenizerFast,
 )
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from trainleak.errors import DataNotFoundError, MalformedFileError, MetadataError, SpecMismatchError
 from trainleak.models.language.core import FAMILIES, LanguageModel, LanguageModelSpec
@@ -140,3 +141,109 @@ def load_language_model(directory: str | Path) -> LanguageModel:
     )
     tok.padding_side = "right"
     return LanguageModel(module, tok, doc["kind"], str(doc.get("name", spec.family)), spec)
+
+
+HF_CONFIG, HF_TOKENIZER = "config.json", "tokenizer.json"
+CAUSAL_FAMILIES = ("gpt2", "llama")
+
+
+def load_causal_lm_folder(directory: str | Path, max_length: int | None = None) -> LanguageModel:
+    """A causal language model from a folder: one written by :func:`save_language_model`
+    (``spec.json``), or a Hugging Face folder (``config.json`` of a GPT-2 or Llama model, its
+    weights as ``*.safetensors``, the fast tokenizer's ``tokenizer.json``), read offline and
+    without unpickling anything (``use_safetensors``; a ``pytorch_model.bin`` is refused).
+
+    Args:
+        directory: the folder.
+        max_length: the context window used for encoding (default: the spec's, or the
+            config's ``n_positions`` / ``max_position_embeddings``, at most 2048).
+
+    Raises:
+        DataNotFoundError: the folder holds neither ``spec.json`` nor ``config.json``, or no
+            safetensors weights or ``tokenizer.json``.
+        MetadataError: an encoder, or a family other than GPT-2 and Llama.
+        MalformedFileError: an unreadable config or tokenizer.
+    """
+    d = Path(directory)
+    if (d / SPEC).is_file():
+        lm = load_language_model(d)
+        if lm.kind != "causal":
+            raise MetadataError(d / SPEC, "kind", "expected a causal language model")
+        return lm
+    config_path = d / HF_CONFIG
+    if not config_path.is_file():
+        raise DataNotFoundError(
+            f"{d} holds neither {SPEC} (a trainleak language model) nor {HF_CONFIG} (a Hugging "
+            "Face model folder)"
+        )
+    try:
+        doc = json.loads(config_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise MalformedFileError(config_path, "", f"not valid JSON ({exc})") from None
+    family = doc.get("model_type") if isinstance(doc, dict) else None
+    if family not in CAUSAL_FAMILIES or family not in CONFIG_MAPPING:
+        raise MetadataError(
+            config_path, "model_type", f"expected one of {CAUSAL_FAMILIES}, found {family!r}"
+        )
+    if not any(p.suffix == ".safetensors" for p in d.iterdir()):
+        raise DataNotFoundError(
+            f"{d} has no *.safetensors weights (pickled weights such as pytorch_model.bin are "
+            "not read)"
+        )
+    tok_path = d / HF_TOKENIZER
+    if not tok_path.is_file():
+        raise DataNotFoundError(f"{tok_path} does not exist (a fast tokenizer is needed)")
+    try:
+        module = AutoModelForCausalLM.from_pretrained(
+            str(d), local_files_only=True, use_safetensors=True, trust_remote_code=False
+        )
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise MalformedFileError(d, "", f"the weights do not load ({exc})") from None
+    try:
+        backend = Tokenizer.from_str(tok_path.read_text(encoding="utf-8"))
+    except Exception as exc:  # the tokenizers library raises its own Exception subclass
+        raise MalformedFileError(tok_path, "", f"not a tokenizers JSON file ({exc})") from None
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, **_special_tokens(d))
+    if tok.pad_token is None:
+        if tok.eos_token is None:
+            raise MetadataError(tok_path, "", "the tokenizer has neither a pad nor an EOS token")
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "right"
+    config = module.config
+    window = max_length or min(
+        2048, int(getattr(config, "n_positions", 0) or config.max_position_embeddings)
+    )
+    if not config.architectures:
+        config.architectures = [type(module).__name__]
+    spec = LanguageModelSpec(
+        family=str(family),
+        config=config.to_dict(),
+        tokenizer=str(tok_path),
+        max_length=window,
+        special_tokens={
+            role: str(getattr(tok, f"{role}_token"))
+            for role in ("pad", "unk", "bos", "eos")
+            if getattr(tok, f"{role}_token", None) is not None
+        },
+    )
+    module.eval()
+    return LanguageModel(module, tok, "causal", d.name, spec)
+
+
+def _special_tokens(d: Path) -> dict[str, str]:
+    """The special tokens a Hugging Face folder names, in ``special_tokens_map.json`` or
+    ``tokenizer_config.json`` (the first that names a role wins)."""
+    out: dict[str, str] = {}
+    for name in ("special_tokens_map.json", "tokenizer_config.json"):
+        path = d / name
+        if not path.is_file():
+            continue
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise MalformedFileError(path, "", f"not valid JSON ({exc})") from None
+        for key, value in doc.items() if isinstance(doc, dict) else ():
+            token = value.get("content") if isinstance(value, dict) else value
+            if key.endswith("_token") and isinstance(token, str):
+                out.setdefault(key, token)
+    return out
