@@ -27,7 +27,7 @@ import torch
 
 from trainleak.audit.assess_scoring import ReferenceSet, Scored
 from trainleak.errors import MetadataError
-from trainleak.experiments.risk import AttackFinding
+from trainleak.experiments.risk import scored_finding
 from trainleak.metrics.inversion import attack_accuracy
 from trainleak.models.registry import model_spec
 from trainleak.releases.classifier import ClassifierRelease
@@ -145,20 +145,19 @@ def score_classes(
     classes = rec_labels.unique().tolist()
     baseline = chance_quantile([float(rates[c]) for c in classes])
     base_acc = _baseline(evaluator, rec_labels, knowledge, k, seed)
-    finding = AttackFinding(
-        attack=name,
-        candidates=len(rec_inputs),
-        recovered=recovered,
-        of=len(rec_labels.unique()),
-        quality=acc.acc1,
-        quality_metric=(
+    finding = scored_finding(
+        name,
+        recovered,
+        len(rec_labels.unique()),
+        rule=(
             "classes whose reconstructions an evaluator trained on the reference set assigns to "
             "them (at least half); the baseline is the 95% quantile of what a release revealing "
             f"nothing would be credited with; Acc@1 {acc.acc1:.2f} [{acc.acc1_interval[0]:.2f}, "
             f"{acc.acc1_interval[1]:.2f}]"
         ),
-        certainty="ground truth",
-        baseline_recovered=baseline,
+        baseline=baseline,
+        candidates=len(rec_inputs),
+        quality=acc.acc1,
         detail=own.finding.detail,
         unit="private classes",
     )

@@ -29,7 +29,7 @@ from scipy.stats import hypergeom
 from trainleak.attacks import Reconstruction
 from trainleak.audit.assess_scoring import Scored
 from trainleak.experiments._lm_risk import FPR, chance_members
-from trainleak.experiments.risk import AttackFinding
+from trainleak.experiments.risk import scored_finding
 from trainleak.releases.knowledge_file import read_texts
 
 
@@ -100,19 +100,17 @@ def score_membership(
     chance = chance_members(m, n)
     quantile = chance_quantile(m, n)
     area = auroc(scores, member)
-    finding = AttackFinding(
-        attack=name,
-        candidates=len(candidates),
-        recovered=found,
-        of=m,
-        quality=found / m,
-        quality_metric=(
+    finding = scored_finding(
+        name,
+        found,
+        m,
+        rule=(
             f"training texts identified at FPR <= {FPR:.0%} among {m + n} candidates "
             f"({n} not trained on); the baseline is the 95% quantile of what a score blind to "
             f"membership identifies; AUROC {area:.3f}"
         ),
-        certainty="ground truth",
-        baseline_recovered=quantile,
+        baseline=quantile,
+        candidates=len(candidates),
         detail=own.finding.detail,
         unit="training texts",
     )
