@@ -162,6 +162,8 @@ def _knowledge_row(k: Knowledge) -> dict[str, Any]:
         row[name] = None if t is None else f"tensor {tuple(t.shape)}"
     row["other_records"] = None if k.other_records is None else len(k.other_records[0])
     row["auxiliary"] = None if k.auxiliary is None else len(k.auxiliary[0])
+    row["generative_prior"] = None if k.generative_prior is None else "a decoder"
+    row["candidate_texts"] = None if k.candidate_texts is None else len(k.candidate_texts)
     return row
 
 

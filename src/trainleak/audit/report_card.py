@@ -80,7 +80,8 @@ def _attack_text(attack: Mapping[str, Any] | None, runs: int) -> str:
     how = "unknown" if rec is None else (f"{rec} of {of}" if of else str(rec))
     base = attack.get("baseline_recovered")
     parts = [
-        f"<b>{_e(str(attack.get('attack')))}</b>: {how} records recovered",
+        f"<b>{_e(str(attack.get('attack')))}</b>: {how} "
+        f"{_e(str(attack.get('unit') or 'records'))} recovered",
         _e(str(attack.get("quality_metric") or "")),
         f"certainty: {_e(str(attack.get('certainty')))}",
     ]
