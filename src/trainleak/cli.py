@@ -17,7 +17,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-import rich.progress as rp
 import typer
 import yaml
 from rich.console import Console
@@ -33,12 +32,12 @@ from trainleak.audit import (
     run_grid,
     write_report,
 )
+from trainleak.cli_assess import progress_bars as _progress_bars
 from trainleak.cli_assess import register as register_assess
 from trainleak.cli_bound import bound_app
 from trainleak.errors import ConfigError, DataNotFoundError, TrainleakError
 from trainleak.experiments import available_experiments
 from trainleak.experiments.base import Experiment, Result
-from trainleak.progress import Progress
 
 app = typer.Typer(
     help="Measure what can be reconstructed from a training release, and what provably cannot.",
@@ -82,35 +81,6 @@ def _errors() -> Iterator[None]:
         text = escape(f"{what}; the run(s) are marked interrupted")
         _err().print(f"[bold red]stopped:[/] [red]{text}[/]")
         raise typer.Exit(code=128 + int(signum)) from None
-
-
-@contextmanager
-def _progress_bars() -> Iterator[Progress]:
-    """Rich progress bars on stderr, driven by trainleak's ``progress(task, done, total)``.
-
-    The display starts at the first report, so a run that fails early prints nothing extra.
-    """
-    bars = rp.Progress(
-        rp.TextColumn("{task.description}"),
-        rp.BarColumn(),
-        rp.MofNCompleteColumn(),
-        rp.TimeElapsedColumn(),
-        console=_err(),
-    )
-    ids: dict[str, rp.TaskID] = {}
-
-    def callback(task: str, done: int, total: int) -> None:
-        if not ids:
-            bars.start()
-        if task not in ids:
-            ids[task] = bars.add_task(task, total=total)
-        bars.update(ids[task], completed=done, total=total)
-
-    try:
-        yield callback
-    finally:
-        if ids:
-            bars.stop()
 
 
 def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
+import rich.progress as rp
 import typer
 import yaml
 from rich.console import Console
@@ -32,6 +33,7 @@ from trainleak.audit.assess_output import run_assessment
 from trainleak.audit.prior_file import prior_from_file
 from trainleak.errors import ConfigError, TrainleakError
 from trainleak.experiments.risk import LEVELS
+from trainleak.progress import Progress
 from trainleak.releases.io import load_release
 from trainleak.systems.classifier import PriorSettings
 
@@ -61,6 +63,35 @@ def _errors() -> Iterator[None]:
         err = Console(stderr=True, highlight=False, soft_wrap=True)
         err.print(f"[bold red]error:[/] [red]{escape(str(exc))}[/]")
         raise typer.Exit(code=2) from None
+
+
+@contextmanager
+def progress_bars() -> Iterator[Progress]:
+    """Rich progress bars on stderr, driven by trainleak's ``progress(task, done, total)``.
+
+    The display starts at the first report, so a run that fails early prints nothing extra.
+    """
+    bars = rp.Progress(
+        rp.TextColumn("{task.description}"),
+        rp.BarColumn(),
+        rp.MofNCompleteColumn(),
+        rp.TimeElapsedColumn(),
+        console=Console(stderr=True, highlight=False, soft_wrap=True),
+    )
+    ids: dict[str, rp.TaskID] = {}
+
+    def callback(task: str, done: int, total: int) -> None:
+        if not ids:
+            bars.start()
+        if task not in ids:
+            ids[task] = bars.add_task(task, total=total)
+        bars.update(ids[task], completed=done, total=total)
+
+    try:
+        yield callback
+    finally:
+        if ids:
+            bars.stop()
 
 
 def parse_sets(pairs: list[str] | None, attack: str | None) -> dict[str, dict[str, Any]]:
@@ -117,9 +148,11 @@ def attack_cmd(
     """Run one attack on a saved release and write its report with the risk card."""
     with _errors():
         settings = parse_sets(set_, name)
-        assessment, report = run_assessment(
-            release, knowledge, out, private=private, attacks=[name], settings=settings, seed=seed
-        )
+        with progress_bars() as progress:
+            assessment, report = run_assessment(
+                release, knowledge, out, private=private, attacks=[name], settings=settings,
+                seed=seed, progress=progress,
+            )  # fmt: skip
         _print(assessment, report)
 
 
@@ -140,9 +173,11 @@ def assess_cmd(
     """Run every applicable attack and bound on a saved release; write the risk card and report."""
     with _errors():
         settings = parse_sets(set_, None)
-        assessment, report = run_assessment(
-            release, knowledge, out, private=private, attacks=only, settings=settings, seed=seed
-        )
+        with progress_bars() as progress:
+            assessment, report = run_assessment(
+                release, knowledge, out, private=private, attacks=only, settings=settings,
+                seed=seed, progress=progress,
+            )  # fmt: skip
         _print(assessment, report)
 
 

@@ -257,7 +257,11 @@ def assess(
         check_reference(
             ref, classifier, "reference set" if isinstance(private, ReferenceSet) else str(private)
         )
-    runs = [_run(n, matching[n], built[n], loaded, know, seed, progress) for n in chosen]
+    runs = []
+    for i, n in enumerate(chosen):
+        runs.append(_run(n, matching[n], built[n], loaded, know, seed, progress))
+        if progress is not None:
+            progress("attacks", i + 1, len(chosen))
     of = _of(loaded.release, know)
     rule = RECOVERED_SSIM.get(loaded.kind, SSIM_RECOVERED)
     judge = None  # the class evaluator and its chance rates, built once when first needed
