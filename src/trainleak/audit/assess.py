@@ -245,12 +245,12 @@ def assess(
     know = complete_knowledge(loaded, as_knowledge(knowledge))
     matching = matching_attacks(loaded.release)
     chosen = _choose(matching, attacks, settings)
-    lm = getattr(loaded.release, "model", None) if loaded.kind == "language_model" else None
-    window = int(lm.max_length) if lm is not None else None
+    text = loaded.kind == "language_model"
+    lm: Any = loaded.release  # a LanguageModelRelease when text (its class needs the extra)
+    window = int(lm.model.max_length) if text else None
     built = {
         n: _build(n, matching[n], dict((settings or {}).get(n, {})), know, window) for n in chosen
     }
-    text = loaded.kind == "language_model"
     ref = read_reference(private, know, text)  # read and checked before any attack runs
     classifier = loaded.release if isinstance(loaded.release, ClassifierRelease) else None
     if classifier is not None and isinstance(ref, ReferenceSet):
@@ -335,10 +335,10 @@ def _build(
     """The attack with the assessment's presets, then the user's settings. ``window``: a
     language model's context, which caps the attack's ``max_length``."""
     params = dict(PRESETS.get(name, {}))
-    fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    defaults: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = set(defaults)
     if window is not None and "max_length" in fields:
-        default: Any = next(f.default for f in dataclasses.fields(cls) if f.name == "max_length")  # type: ignore[arg-type]
-        params["max_length"] = min(int(default), window)
+        params["max_length"] = min(int(defaults["max_length"]), window)
     if "n_candidates" in fields and knowledge.n_records is not None:
         params["n_candidates"] = 2 * knowledge.n_records  # Haim et al.: twice the training set
     params = {k: v for k, v in params.items() if k in fields}

@@ -168,25 +168,25 @@ def _knowledge_row(k: Knowledge) -> dict[str, Any]:
 
 
 def _notes(a: Assessment) -> str:
-    text = (
-        f"Membership scores were judged against the {a.reference_size} training texts given as "
-        "the reference set, read only after every attack had run: training texts among the "
-        "candidates identified at a false-positive rate of at most 1 % on the other candidates, "
-        "against what a score blind to membership identifies by chance."
-    )
-    ref = (
-        text
-        if a.reference_size and a.release.kind == "language_model"
-        else (
+    if a.reference_size and a.release.kind == "language_model":
+        ref = (
+            f"Membership scores were judged against the {a.reference_size} training texts given "
+            "as the reference set, read only after every attack had run: training texts among "
+            "the candidates identified at a false-positive rate of at most 1 % on the other "
+            "candidates, against what a score blind to membership identifies by chance."
+        )
+    elif a.reference_size:
+        ref = (
             f"Reconstructions were scored against a reference set of {a.reference_size} records, "
             "read only after every attack had run; a baseline given the same number of candidates "
             "(prior samples and the prior mean when the knowledge has a prior or auxiliary "
             "records, else uniform noise in the value range) was scored the same way."
-            if a.reference_size
-            else "No reference set was given: only the attacks' own certificates and fits are "
+        )
+    else:
+        ref = (
+            "No reference set was given: only the attacks' own certificates and fits are "
             "reported, and the image grids show unverified candidates."
         )
-    )
     return (
         f"Release: {a.card.release}. Attacks saw the release and the knowledge listed in the "
         f"table 'knowledge the attacks saw' (shapes the release declares were filled in). {ref}"

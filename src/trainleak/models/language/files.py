@@ -23,6 +23,7 @@ from transformers import (
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from trainleak.errors import DataNotFoundError, MalformedFileError, MetadataError, SpecMismatchError
+from trainleak.models.language.build import make_lm
 from trainleak.models.language.core import FAMILIES, LanguageModel, LanguageModelSpec
 from trainleak.models.tensor_files import read_tensor_file
 
@@ -51,6 +52,14 @@ def save_language_model(lm: LanguageModel, directory: str | Path) -> Path:
     return d
 
 
+def _read_json(path: Path) -> Any:
+    """The parsed JSON of ``path``, or a :class:`MalformedFileError` naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise MalformedFileError(path, "", f"not valid JSON ({exc})") from None
+
+
 def _field(doc: dict[str, Any], path: Path, name: str, typ: type | tuple[type, ...]) -> Any:
     if name not in doc:
         raise MetadataError(path, name, "missing")
@@ -63,10 +72,7 @@ def _field(doc: dict[str, Any], path: Path, name: str, typ: type | tuple[type, .
 def _read_spec(path: Path) -> tuple[dict[str, Any], LanguageModelSpec]:
     if not path.is_file():
         raise DataNotFoundError(f"{path} does not exist (not a saved language model folder)")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise MalformedFileError(path, "", f"not valid JSON ({exc})") from None
+    doc = _read_json(path)
     if not isinstance(doc, dict) or doc.get("format") != "trainleak-language-model":
         raise MetadataError(path, "format", "expected 'trainleak-language-model'")
     kind = _field(doc, path, "kind", str)
@@ -176,10 +182,7 @@ def load_causal_lm_folder(directory: str | Path, max_length: int | None = None) 
             f"{d} holds neither {SPEC} (a trainleak language model) nor {HF_CONFIG} (a Hugging "
             "Face model folder)"
         )
-    try:
-        doc = json.loads(config_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise MalformedFileError(config_path, "", f"not valid JSON ({exc})") from None
+    doc = _read_json(config_path)
     family = doc.get("model_type") if isinstance(doc, dict) else None
     if family not in CAUSAL_FAMILIES or family not in CONFIG_MAPPING:
         raise MetadataError(
@@ -213,21 +216,7 @@ def load_causal_lm_folder(directory: str | Path, max_length: int | None = None) 
     window = max_length or min(
         2048, int(getattr(config, "n_positions", 0) or config.max_position_embeddings)
     )
-    if not config.architectures:
-        config.architectures = [type(module).__name__]
-    spec = LanguageModelSpec(
-        family=str(family),
-        config=config.to_dict(),
-        tokenizer=str(tok_path),
-        max_length=window,
-        special_tokens={
-            role: str(getattr(tok, f"{role}_token"))
-            for role in ("pad", "unk", "bos", "eos")
-            if getattr(tok, f"{role}_token", None) is not None
-        },
-    )
-    module.eval()
-    return LanguageModel(module, tok, "causal", d.name, spec)
+    return make_lm(module, tok, name=d.name, tokenizer_ref=str(tok_path), max_length=window)
 
 
 def _special_tokens(d: Path) -> dict[str, str]:
@@ -238,10 +227,7 @@ def _special_tokens(d: Path) -> dict[str, str]:
         path = d / name
         if not path.is_file():
             continue
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise MalformedFileError(path, "", f"not valid JSON ({exc})") from None
+        doc = _read_json(path)
         for key, value in doc.items() if isinstance(doc, dict) else ():
             token = value.get("content") if isinstance(value, dict) else value
             if key.endswith("_token") and isinstance(token, str):
