@@ -4,7 +4,9 @@ where it holds and rows where it fails."""
 from __future__ import annotations
 
 from trainleak.experiments.atat_privacy_claims import (
+    at_drops_nonrobust_cue,
     at_raises_attack,
+    atat_leans_on_nonrobust_cue,
     atat_lowers_attack,
     droplayer_still_inverted,
     hsic_does_not_separate,
@@ -16,6 +18,7 @@ from trainleak.experiments.model_inversion_claims import (
     AttackRow,
     LeakageRow,
     ModelInversionAdaptiveConfig,
+    RelianceRow,
     TargetRow,
     adaptive_at_least_standard,
     attack_beats_baselines,
@@ -154,3 +157,35 @@ def test_memorising_and_droplayer_claims_both_sides() -> None:
     private = [_a("droplayer", "standard", 0.3), _a("droplayer", "prior_only", 0.4)]
     assert droplayer_still_inverted(inverted, AT).holds
     assert not droplayer_still_inverted(private, AT).holds
+
+
+def _rel(target: str, family: str, values: list[float]) -> list[RelianceRow]:
+    """Reliance rows of one model, one per seed (1000 conflict images, 900 named by a cue)."""
+    out = []
+    for seed, r in enumerate(values):
+        non = round(900 * r)
+        out.append(RelianceRow(target, family, seed, 0.9, 900 - non, non, 1000, non / 900))
+    return out
+
+
+def test_two_cue_reliance_claims_both_sides() -> None:
+    models = _models(0.3, 0.94, 0.98)  # the credited AT-AT model is "atat-w1"
+    std = _rel("standard", "standard", [0.20, 0.25, 0.22])
+    leaning = [*models, *std, *_rel("at", "at", [0.0, 0.01, 0.0])]
+    leaning += _rel("atat-w1", "atat", [0.45, 0.52, 0.40])
+    assert at_drops_nonrobust_cue(leaning, AT).holds  # type: ignore[arg-type]
+    got = atat_leans_on_nonrobust_cue(leaning, AT)  # type: ignore[arg-type]
+    assert got.holds and got.evidence["model"] == "atat-w1"
+    # AT-AT that leans on the visible cue instead (as measured on the MNIST default run), and
+    # an AT model no different from the standard one: both claims fail
+    away = [*models, *std, *_rel("at", "at", [0.24, 0.19, 0.23])]
+    away += _rel("atat-w1", "atat", [0.03, 0.05, 0.04])
+    assert not at_drops_nonrobust_cue(away, AT).holds  # type: ignore[arg-type]
+    assert not atat_leans_on_nonrobust_cue(away, AT).holds  # type: ignore[arg-type]
+    # a larger mean that the seeds do not support (one seed carries it) is not enough
+    noisy = [*models, *std, *_rel("atat-w1", "atat", [0.9, 0.1, 0.2])]
+    assert not atat_leans_on_nonrobust_cue(noisy, AT).holds  # type: ignore[arg-type]
+    # one seed, or no AT-AT model within the clean tolerance: not tested
+    assert "not_tested" in at_drops_nonrobust_cue(std[:1], AT).evidence  # type: ignore[arg-type]
+    costly = [*_models(0.3, 0.80, 0.98), *std, *_rel("atat-w1", "atat", [0.5, 0.5, 0.5])]
+    assert "not_tested" in atat_leans_on_nonrobust_cue(costly, AT).evidence  # type: ignore[arg-type]

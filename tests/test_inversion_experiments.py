@@ -57,12 +57,18 @@ def test_model_inversion_adaptive_runs(data_dir: Path, tmp_path: Path) -> None:
 
 def test_atat_privacy_runs(data_dir: Path, tmp_path: Path) -> None:
     exp = get_experiment("atat-privacy")
-    cfg = exp.make_config({**TINY, "atat_weights": [0.3], "atat_eps": [0.01], "use_cache": False})
+    cfg = exp.make_config(
+        {**TINY, "atat_weights": [0.3], "atat_eps": [0.01], "use_cache": False, "reliance_seeds": 2}
+    )
     res = exp.run(cfg)
-    assert len(res.claims) == 6
+    assert len(res.claims) == 8
     names = [r["target"] for r in res.tables["models"]]
     assert names == ["standard", "at", "atat-w0.3-e0.01", "memorise", "droplayer"]
     assert any(r["attack"] == "prior_only" for r in res.tables["attacks"])
+    # the two-cue task: the standard, AT and AT-AT defenses, two seeds each
+    got = [(r["target"], r["seed"]) for r in res.tables["reliance"]]
+    assert got == [(n, s) for n in names[:3] for s in (0, 1)] and "cue_reliance" in res.figures
+    assert all(r["to_robust"] + r["to_nonrobust"] <= r["n"] for r in res.tables["reliance"])
 
 
 def test_unknown_target_is_a_config_error() -> None:

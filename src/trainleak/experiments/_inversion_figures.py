@@ -11,7 +11,7 @@ import torch
 from matplotlib.figure import Figure
 
 from trainleak.experiments._distillation_figures import tile
-from trainleak.experiments.model_inversion_claims import AttackRow, TargetRow
+from trainleak.experiments.model_inversion_claims import AttackRow, RelianceRow, TargetRow
 
 
 def class_grid(
@@ -86,5 +86,22 @@ def scatter_figure(targets: Sequence[TargetRow], rows: Sequence[AttackRow], atta
             ax.annotate(t.target, (t.robust_mean, acc[t.target]), fontsize=7)
     ax.set_xlabel("PGD robust accuracy, mean over the epsilon grid")
     ax.set_ylabel(f"Acc@1 of the {attack} attack")
+    fig.tight_layout()
+    return fig
+
+
+def reliance_figure(rows: Sequence[RelianceRow]) -> Figure:
+    """Per model, its reliance on the imperceptible cue of the two-cue task: one dot per seed
+    and a bar at the mean (0: follows the visible cue, 1: the imperceptible one)."""
+    targets = list(dict.fromkeys(r.target for r in rows))
+    fig = Figure(figsize=(max(5, len(targets) * 0.9), 3.5))
+    ax = fig.subplots()
+    for j, t in enumerate(targets):
+        vals = [r.reliance for r in rows if r.target == t]
+        ax.bar(j, float(np.nanmean(vals)), 0.6, color="lightsteelblue")
+        ax.scatter([j] * len(vals), vals, color="black", s=10, zorder=3)
+    ax.set_xticks(range(len(targets)), targets, rotation=30)
+    ax.set_ylabel("conflicts decided by the\nimperceptible cue")
+    ax.set_ylim(0, 1.0)
     fig.tight_layout()
     return fig

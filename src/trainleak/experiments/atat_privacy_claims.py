@@ -15,11 +15,24 @@ from trainleak.experiments.base import Claim, claim, not_tested
 from trainleak.experiments.model_inversion_claims import (
     AtatPrivacyConfig,
     AttackRow,
+    RelianceRow,
     Row,
     _acc,
     _targets,
 )
+from trainleak.metrics.intervals import difference_lower_bound
 from trainleak.metrics.inversion import spearman
+
+
+def _best_atat(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> str | None:
+    """The AT-AT model with the lowest Acc@1 among those within ``clean_tolerance`` of the
+    standard model's clean accuracy (``None`` if there is none, or no standard model)."""
+    tg, acc = _targets(rows), _acc(rows, "standard")
+    if "standard" not in tg:
+        return None
+    floor = tg["standard"].clean_accuracy - cfg.clean_tolerance
+    ok = [t for t, r in tg.items() if r.family == "atat" and t in acc and r.clean_accuracy >= floor]
+    return min(ok, key=lambda t: acc[t].acc1) if ok else None
 
 
 def atat_lowers_attack(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> Claim:
@@ -30,14 +43,9 @@ def atat_lowers_attack(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> Claim:
     if "standard" not in tg or "standard" not in acc:
         return not_tested(text, "no standard model")
     base_clean, base = tg["standard"].clean_accuracy, acc["standard"]
-    ok = [
-        t
-        for t, r in tg.items()
-        if r.family == "atat" and t in acc and r.clean_accuracy >= base_clean - cfg.clean_tolerance
-    ]
-    if not ok:
+    best = _best_atat(rows, cfg)
+    if best is None:
         return not_tested(text, "no AT-AT model within the clean-accuracy tolerance")
-    best = min(ok, key=lambda t: acc[t].acc1)
     return claim(
         text,
         acc[best].acc1_hi < base.acc1_lo,
@@ -128,6 +136,64 @@ def monotone_in_robustness(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> Claim
     return claim(text, rho >= cfg.min_rho, rho=rho, models=names)
 
 
+def _reliance(rows: Sequence[Row]) -> dict[str, dict[int, float]]:
+    """Per model, per replicate seed, its reliance on the non-robust cue."""
+    out: dict[str, dict[int, float]] = {}
+    for r in rows:
+        if isinstance(r, RelianceRow) and not math.isnan(r.reliance):
+            out.setdefault(r.target, {})[r.seed] = r.reliance
+    return out
+
+
+def _paired_gain(
+    rel: dict[str, dict[int, float]], high: str, low: str
+) -> tuple[float, float, int] | None:
+    """Mean of ``high - low`` over their shared seeds, its one-sided 95% paired t lower
+    bound, and the number of seeds (``None`` with fewer than two)."""
+    seeds = sorted(set(rel.get(high, {})) & set(rel.get(low, {})))
+    if len(seeds) < 2:
+        return None
+    a, b = [rel[high][s] for s in seeds], [rel[low][s] for s in seeds]
+    gain = sum(a) / len(a) - sum(b) / len(b)
+    return gain, difference_lower_bound(a, b, paired=True), len(seeds)
+
+
+def _means(rel: dict[str, dict[int, float]]) -> dict[str, float]:
+    return {t: sum(v.values()) / len(v) for t, v in rel.items()}
+
+
+def at_drops_nonrobust_cue(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> Claim:
+    """On the two-cue task, the AT model follows the non-robust cue less often than the
+    standard model: the paired (same seeds) one-sided 95% lower bound on standard - AT
+    reliance is above 0."""
+    text = "Adversarial training stops the model leaning on the imperceptible (non-robust) cue"
+    rel = _reliance(rows)
+    got = _paired_gain(rel, "standard", "at")
+    if got is None:
+        return not_tested(text, "fewer than two seeds of the standard and AT models")
+    gain, lower, n = got
+    return claim(text, lower > 0, drop=gain, drop_lower_95=lower, seeds=n, reliance=_means(rel))
+
+
+def atat_leans_on_nonrobust_cue(rows: Sequence[Row], cfg: AtatPrivacyConfig) -> Claim:
+    """On the two-cue task, the AT-AT model the privacy claim credits (lowest Acc@1 within
+    the clean-accuracy tolerance) follows the non-robust cue more often than the standard
+    model: the paired one-sided 95% lower bound on AT-AT - standard reliance is above 0
+    (the seed's account of why AT-AT protects: it leans on non-robust features)."""
+    text = "AT-AT leans on the imperceptible (non-robust) cue more than the standard model"
+    best = _best_atat(rows, cfg)
+    if best is None:
+        return not_tested(text, "no AT-AT model within the clean-accuracy tolerance")
+    rel = _reliance(rows)
+    got = _paired_gain(rel, best, "standard")
+    if got is None:
+        return not_tested(text, f"fewer than two seeds of {best} and the standard model")
+    gain, lower, n = got
+    return claim(
+        text, lower > 0, model=best, gain=gain, gain_lower_95=lower, seeds=n, reliance=_means(rel)
+    )
+
+
 ATAT_CLAIMS = (
     atat_lowers_attack,
     at_raises_attack,
@@ -135,6 +201,8 @@ ATAT_CLAIMS = (
     memorising_stays_hard,
     droplayer_still_inverted,
     monotone_in_robustness,
+    at_drops_nonrobust_cue,
+    atat_leans_on_nonrobust_cue,
 )
 
 __all__ = ["ATAT_CLAIMS", "AttackRow"]

@@ -99,12 +99,16 @@ class ModelInversionAdaptiveConfig(InversionConfig):
 
 class AtatPrivacyConfig(InversionConfig):
     """Config of ``atat-privacy``: AT-AT swept over weights at ``atat_eps`` (and over radii at
-    ``atat_weights[0]``)."""
+    ``atat_weights[0]``); the standard, AT and AT-AT models' defenses retrained on the two-cue
+    task (:mod:`trainleak.scenarios.feature_reliance`) with ``reliance_seeds`` seeds (0: off),
+    its non-robust cue at amplitude ``reliance_delta``."""
 
     atat_weights: list[float] = Field(default_factory=lambda: [0.08, 0.3, 1.0])
     atat_eps: list[float] = Field(default_factory=lambda: [0.005, 0.02])
     clean_tolerance: float = Field(0.03, ge=0)
     min_rho: float = Field(0.8, ge=-1, le=1)
+    reliance_seeds: int = Field(3, ge=0)
+    reliance_delta: float = Field(0.015, gt=0)
 
 
 @dataclass(frozen=True)
@@ -168,7 +172,31 @@ class LeakageRow:
     hi: float
 
 
-Row = TargetRow | AttackRow | LeakageRow
+@dataclass(frozen=True)
+class RelianceRow:
+    """One model of the roster (its defense and knobs) retrained on the two-cue task of
+    :mod:`trainleak.scenarios.feature_reliance` with one seed.
+
+    Attributes:
+        target, family: as in :class:`TargetRow`.
+        seed: the replicate's seed (data draw and initialisation; shared across models).
+        clean_accuracy: test accuracy on the task.
+        to_robust, to_nonrobust: conflict images predicted as the robust cue's class and as
+            the non-robust cue's class; n: conflict images.
+        reliance: to_nonrobust / (to_robust + to_nonrobust).
+    """
+
+    target: str
+    family: str
+    seed: int
+    clean_accuracy: float
+    to_robust: int
+    to_nonrobust: int
+    n: int
+    reliance: float
+
+
+Row = TargetRow | AttackRow | LeakageRow | RelianceRow
 
 
 def _acc(rows: Sequence[Row], attack: str, evaluator: str = "standard") -> dict[str, AttackRow]:
