@@ -15,12 +15,15 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save_file
+from typer.testing import CliRunner
 
 from release_files import SPEC, raw_safetensors, tensor_entry, weights, write_checkpoint
+from trainleak import cli
 from trainleak.errors import (
     DataNotFoundError,
     MalformedFileError,
     MetadataError,
+    MissingExtraError,
     NonFiniteWeightsError,
     ReleaseFileError,
     SpecMismatchError,
@@ -28,7 +31,7 @@ from trainleak.errors import (
     UnsafeFileError,
 )
 from trainleak.models.tensor_files import read_tensor_file, sniff
-from trainleak.releases import Checkpoint, GradientUpdate
+from trainleak.releases import Checkpoint, GradientUpdate, io
 from trainleak.releases.io import load_release
 from trainleak.releases.knowledge_file import load_knowledge
 
@@ -370,3 +373,23 @@ def test_damaged_safetensors_only_raise_documented_errors(
         # in-place flips cannot add header entries, so a loaded file holds at most two tensors.
         assert len(tensors) <= 2
         assert all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items())
+
+
+def test_language_model_spec_without_the_text_extra_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installation without the ``text`` extra: the spec loader says which extra to install,
+    naming the spec file, and ``trainleak assess`` stops with exit code 2 before any attack."""
+    why = "a released language model needs transformers, which is not installed: "
+    why += "pip install 'trainleak[text]'"
+    monkeypatch.setattr(io, "_TEXT", None)
+    monkeypatch.setattr(io, "TEXT_ERROR", why)
+    spec = tmp_path / "release.json"
+    spec.write_text(json.dumps({"type": "language_model", "model": "target"}))
+    with pytest.raises(MissingExtraError, match=r"release\.json.*pip install 'trainleak\[text\]'"):
+        load_release(spec)
+    res = CliRunner().invoke(
+        cli.app, ["assess", "--release", str(spec), "--out", str(tmp_path / "o")]
+    )
+    assert res.exit_code == 2, res.output
+    assert "trainleak[text]" in res.output and not (tmp_path / "o" / "result.json").exists()
