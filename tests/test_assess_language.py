@@ -53,6 +53,7 @@ def test_fine_tuned_model_is_high_risk_and_its_base_model_is_not(tmp_path: Path)
     rel, know, members = _files(tmp_path / "target")
     table, doc = assess_cli(rel, know, members, tmp_path / "target" / "out")
     assert doc["risk"]["level"] == "high"
+    assert "chance (its 95% quantile, as the rule says)" in doc["risk"]["verdict"]
     row = table["lm-passive"]
     assert row["of"] == 8 and row["recovered"] >= row["baseline recovered"] + 4, row
     (tmp_path / "base").mkdir()

@@ -127,6 +127,9 @@ def test_prior_command_then_assess_finds_the_private_classes(tmp_path: Path) -> 
     assert ada["of"] == 5 and ada["recovered"] > ada["baseline recovered"], ada
     assert doc["risk"]["level"] == "high"
     assert "private classes" in doc["risk"]["verdict"]
+    # the comparison is with a chance quantile, not an equal-budget attack, and says so
+    assert "chance (its 95% quantile, as the rule says): 2" in doc["risk"]["verdict"]
+    assert "same budget" not in doc["risk"]["verdict"]
 
 
 @pytest.mark.parametrize(

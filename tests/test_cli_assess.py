@@ -74,6 +74,23 @@ def test_attack_kkt_writes_result_and_report_with_card(release: Path, tmp_path: 
     assert "images/kkt.png" in doc["artifacts"].values()  # the unverified candidates
     rows = ResultStore(tmp_path / "trainleak.sqlite").rows()
     assert [(r.experiment, r.status) for r in rows] == [("assess", "done")]
+    # the same command again (a user rerunning it): a fresh folder beside the first, which is
+    # left as it was; then with the first folder deleted, the freed name is taken again
+    first = (out / "result.json").read_text()
+    res = runner.invoke(cli.app, [*args, "--set", "steps=40", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "kkt-2" / "result.json").is_file() and "kkt-2" in res.stdout
+    assert (out / "result.json").read_text() == first
+    for f in sorted(out.rglob("*"), reverse=True):
+        f.rmdir() if f.is_dir() else f.unlink()
+    out.rmdir()
+    res = runner.invoke(cli.app, [*args, "--set", "steps=40", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert (out / "result.json").is_file()
+    rows = ResultStore(tmp_path / "trainleak.sqlite").rows()
+    assert [r.status for r in rows] == ["done"] * 3
+    # the freed folder is the third run's; the first run's row keeps its result, not the folder
+    assert [r.out_dir for r in rows] == [None, str((tmp_path / "kkt-2").resolve()), str(out)]
 
 
 def test_assess_with_reference_set_end_to_end(release: Path, tmp_path: Path) -> None:

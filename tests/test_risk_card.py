@@ -50,7 +50,7 @@ def test_certified_recovery_is_high_risk_and_uncertified_is_not() -> None:
 def test_ground_truth_recovery_must_beat_the_baseline() -> None:
     beats = _found(recovered=5, certainty="ground truth", baseline_recovered=2)
     level, text = verdict(beats, MSE_BOUND)
-    assert level == "high" and "baseline with the same budget recovered 2" in text
+    assert level == "high" and "a baseline given the same budget: 2" in text
     ties = _found(recovered=5, certainty="ground truth", baseline_recovered=5)
     assert verdict(ties, MSE_BOUND)[0] == "low"
     level, text = verdict(ties, None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -243,8 +244,16 @@ def test_second_run_with_the_same_out_keeps_the_first(tmp_path: Path) -> None:
     assert json.loads((out / "result.json").read_text())["metrics"]["value"] == 1
     rows = ResultStore(store).rows()
     assert [Path(r.out_dir or "") for r in rows] == [out.resolve(), two.out_dir.resolve()]
+    # the user deletes the first folder and runs again: the freed name is taken, and the first
+    # row (its metrics kept) lets go of the folder instead of blocking the run
+    shutil.rmtree(out)
+    three = record_run(NAME, {"value": 3, "seconds": 0}, out, store_path=store)
+    assert three.out_dir == out
+    rows = ResultStore(store).rows()
+    assert [r.out_dir for r in rows] == [None, str(two.out_dir.resolve()), str(out.resolve())]
+    assert [r.status for r in rows] == ["done"] * 3 and rows[0].metrics["value"] == 1
     page = write_report([store], tmp_path / "r.html").read_text()
-    run1, run2 = page.split('<h2 id="run-1">')
+    run1, run2 = page.split('<h2 id="run-1">')[:2]
     assert '<td>value</td><td class="num">1</td>' in run1
     assert '<td>value</td><td class="num">2</td>' in run2
 

@@ -160,6 +160,7 @@ def score_classes(
         quality=acc.acc1,
         detail=own.finding.detail,
         unit="private classes",
+        baseline_kind="chance (its 95% quantile, as the rule says)",
     )
     metrics = {
         **own.metrics,

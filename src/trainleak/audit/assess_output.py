@@ -23,7 +23,13 @@ from trainleak.audit.assess import (
     read_reference,
 )
 from trainleak.audit.report import write_report
-from trainleak.audit.runner import RESULT_FILE, default_store_path, result_document, write_artifacts
+from trainleak.audit.runner import (
+    RESULT_FILE,
+    claim_folder,
+    default_store_path,
+    result_document,
+    write_artifacts,
+)
 from trainleak.audit.serialize import dumps
 from trainleak.audit.store import ResultStore
 from trainleak.experiments.base import Result
@@ -47,7 +53,8 @@ def run_assessment(
     store_path: str | Path | None = None,
     progress: Progress | None = None,
 ) -> tuple[Assessment, Path]:
-    """Assess ``release`` and write ``result.json``, images and ``report.html`` to ``out_dir``.
+    """Assess ``release`` and write ``result.json``, images and ``report.html`` to ``out_dir``
+    (or, when an earlier run holds it, to the first free ``out_dir-2``, ``out_dir-3``, ...).
 
     Returns:
         The assessment and the path of its HTML report.
@@ -66,12 +73,14 @@ def run_assessment(
         "settings": {k: dict(v) for k, v in (settings or {}).items()},
         "seed": seed,
     }
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    store = ResultStore(store_path if store_path is not None else default_store_path(out))
-    run_id = store.start(ASSESS, config, out.resolve())
+    store = ResultStore(store_path if store_path is not None else default_store_path(out_dir))
+    run_id = store.start(ASSESS, config)
     start = time.perf_counter()
     try:
+        # a fresh folder: ``out_dir`` if free, else ``out_dir-2``, ... (a rerun never writes
+        # over an earlier assessment, as for ``trainleak run``)
+        out = claim_folder(out_dir, run_id)
+        store.set_out_dir(run_id, out.resolve())
         assessment = assess(
             loaded, know, private=ref, attacks=attacks, settings=settings, seed=seed,
             progress=progress,

@@ -113,6 +113,7 @@ def score_membership(
         candidates=len(candidates),
         detail=own.finding.detail,
         unit="training texts",
+        baseline_kind="chance (its 95% quantile, as the rule says)",
     )
     metrics = {
         **own.metrics,

@@ -86,7 +86,8 @@ def _attack_text(attack: Mapping[str, Any] | None, runs: int) -> str:
         f"certainty: {_e(str(attack.get('certainty')))}",
     ]
     if base is not None:
-        parts.append(f"baseline with the same budget: {base}")
+        kind = attack.get("baseline_kind") or "a baseline given the same budget"
+        parts.append(f"{_e(str(kind))}: {base}")
     if attack.get("detail"):
         parts.append(f"own evidence: {_e(str(attack['detail']))}")
     return "; ".join(p for p in parts if p)

@@ -218,7 +218,18 @@ class ResultStore:
             return self._insert(con, experiment, config, None, point=True)
 
     def set_out_dir(self, run_id: int, out_dir: str | Path) -> None:
-        """Record the run's own folder."""
+        """Record the run's own folder, freshly taken by ``claim_folder`` (its marker file
+        created by this run). An earlier run that no longer runs and still names the folder
+        had its folder deleted (a folder holding an earlier run's marker or ``result.json``
+        is never taken again), so that row lets go of it: its ``out_dir`` becomes empty, the
+        rest of the row (status, metrics, claims) stays."""
+        self._write()
+        with self._connect(immediate=True) as con:
+            con.execute(
+                "UPDATE runs SET out_dir = NULL WHERE out_dir = ? AND id != ?"
+                " AND status != 'running'",
+                (str(out_dir), run_id),
+            )
         self._update(run_id, {"out_dir": str(out_dir)}, settle=False)
 
     def finish(self, run_id: int, result: Any) -> None:

@@ -45,6 +45,8 @@ class AttackFinding:
             ``ground truth`` (scored against the user's reference set) or ``self-assessed``
             (only the attack's own fit).
         baseline_recovered: what a baseline with the same budget recovered by the same rule.
+        baseline_kind: what that baseline is, in words (default: an equal-budget baseline
+            attack; scoring per class or per text compares with a chance quantile instead).
         error: mean squared error per coordinate on the [0, 1] scale, against ground truth.
         detail: one sentence of the attack's own evidence (residual, loss, ...).
         certified: candidates the attack certified itself (``None``: it issues no certificate).
@@ -60,6 +62,7 @@ class AttackFinding:
     quality_metric: str = ""
     certainty: Certainty = "self-assessed"
     baseline_recovered: int | None = None
+    baseline_kind: str = "a baseline given the same budget"
     error: float | None = None
     detail: str = ""
     certified: int | None = None
@@ -249,7 +252,7 @@ def _measured(f: AttackFinding) -> str:
     how = f"{f.recovered} of {f.of}" if f.of else f"{f.recovered}"
     text = f"{f.attack} recovered {how} {f.unit} ({f.quality_metric})"
     if f.baseline_recovered is not None:
-        text += f", no more than a baseline given the same budget ({f.baseline_recovered})"
+        text += f", no more than {f.baseline_kind} ({f.baseline_recovered})"
     return text
 
 
@@ -261,7 +264,7 @@ def certainty_phrase(f: AttackFinding) -> str:
         return "unverified: only the attack's own fit"
     parts = ["confirmed against ground truth (the reference set, or the simulated records)"]
     if f.baseline_recovered is not None:
-        parts.append(f"a baseline with the same budget recovered {f.baseline_recovered}")
+        parts.append(f"{f.baseline_kind}: {f.baseline_recovered}")
     if f.certified:
         parts.append(f"{f.certified} also certified by the attack without ground truth")
     return ", ".join(parts)
@@ -308,6 +311,7 @@ def scored_finding(
     detail: str = "",
     certified: int | None = None,
     unit: str = "training records",
+    baseline_kind: str = "a baseline given the same budget",
 ) -> AttackFinding:
     """An attack scored against the simulation's ground truth by the experiment's own rule.
 
@@ -315,6 +319,7 @@ def scored_finding(
         recovered: records that pass ``rule``, out of ``of``.
         baseline: what the run's equal-budget baseline passed by the same rule; ``None`` when
             the run measured none (then the detail says so: nothing is compared).
+        baseline_kind: what the baseline is, in words, when it is not an equal-budget attack.
         candidates: reconstructions produced (default ``of``).
         quality: the quality figure (default the share recovered).
         error: mean squared error per coordinate on the [0, 1] scale, where that is measured.
@@ -330,6 +335,7 @@ def scored_finding(
         quality_metric=rule,
         certainty="ground truth",
         baseline_recovered=baseline,
+        baseline_kind=baseline_kind,
         error=error,
         detail=detail,
         certified=certified,
