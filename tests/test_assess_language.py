@@ -26,6 +26,7 @@ from trainleak.errors import DataNotFoundError, MetadataError  # noqa: E402
 from trainleak.models.language import load_causal_lm_folder, save_language_model  # noqa: E402
 from trainleak.releases.io import load_release  # noqa: E402
 from trainleak.releases.knowledge import Knowledge  # noqa: E402
+from trainleak.releases.knowledge_file import load_knowledge  # noqa: E402
 from trainleak.releases.language import LanguageModelRelease  # noqa: E402
 
 
@@ -64,6 +65,27 @@ def test_fine_tuned_model_is_high_risk_and_its_base_model_is_not(tmp_path: Path)
         f = r.scored.finding if r.scored is not None else None
         assert f is not None and f.recovered is not None and f.baseline_recovered is not None
         assert f.recovered <= f.baseline_recovered, (r.name, f)
+
+
+def test_texts_cut_to_max_length_are_named_in_the_finding(tmp_path: Path) -> None:
+    """Candidates longer than the attack's window are scored on a prefix; the finding says how
+    many and how to widen it (at the default window nothing is cut, and nothing is said)."""
+    rel, know, members = _files(tmp_path)
+    narrow = {"lm-passive": {"max_length": 4}, "lm-n-sampling": {"max_length": 3}}
+    cut = assess(rel, know, private=members, attacks=list(narrow), settings=narrow)
+    n = len(load_knowledge(know).candidate_texts or ())
+    for r in cut.runs:
+        assert r.scored is not None, r.name
+        width = 4 if r.name == "lm-passive" else 3
+        assert r.scored.metrics["candidate texts cut to max_length"] == n
+        assert f"{n} of {n} candidate texts are longer than {width} tokens" in (
+            r.scored.finding.detail
+        )
+        assert f"--set {r.name}.max_length=N" in r.scored.finding.detail
+    whole = assess(rel, know, private=members, attacks=["lm-passive"])
+    assert whole.runs[0].scored is not None
+    assert whole.runs[0].scored.metrics["candidate texts cut to max_length"] == 0
+    assert "longer than" not in whole.runs[0].scored.finding.detail
 
 
 def test_membership_count_and_auroc_on_hand_made_scores() -> None:

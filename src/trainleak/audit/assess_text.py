@@ -100,6 +100,21 @@ def score_membership(
     chance = chance_members(m, n)
     quantile = chance_quantile(m, n)
     area = auroc(scores, member)
+    detail = own.finding.detail
+    cut = int(rec.diagnostics.get("truncated") or 0)
+    if cut:
+        width = rec.diagnostics.get("max_length", "max_length")
+        detail = "; ".join(
+            filter(
+                None,
+                (
+                    detail,
+                    f"{cut} of {len(candidates)} candidate texts are longer than {width} tokens "
+                    f"and were scored on their first {width} only (raise it with --set "
+                    f"{name}.max_length=N, up to the model's context)",
+                ),
+            )
+        )
     finding = scored_finding(
         name,
         found,
@@ -111,7 +126,7 @@ def score_membership(
         ),
         baseline=quantile,
         candidates=len(candidates),
-        detail=own.finding.detail,
+        detail=detail,
         unit="training texts",
         baseline_kind="chance (its 95% quantile, as the rule says)",
     )
@@ -120,6 +135,7 @@ def score_membership(
         "members among the candidates": m,
         "non-members among the candidates": n,
         "members identified at FPR <= 1%": found,
+        "candidate texts cut to max_length": cut,
         "auroc": area,
         "chance expectation": chance,
         "chance, 95% quantile": quantile,

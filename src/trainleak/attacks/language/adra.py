@@ -43,7 +43,7 @@ from trainleak.attacks.language.reconstruct import (
 )
 from trainleak.attacks.language.reward import contrastive_reward
 from trainleak.errors import ConfigError
-from trainleak.models.language import LanguageModel, LoraSettings, add_lora
+from trainleak.models.language import LanguageModel, LoraSettings, add_lora, encode
 from trainleak.progress import Progress
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.language import LanguageModelRelease
@@ -129,6 +129,8 @@ class NSampling(_Reconstructing):
                 "best": rec.best.tolist(),
                 "mean": rec.mean.tolist(),
                 "best_text": rec.best_text,
+                "truncated": prompts.truncated,
+                "max_length": self.max_length,
             },
         )
 
@@ -202,7 +204,14 @@ class ADRA(_Reconstructing):
             inputs=_text_ids(texts),
             scores=self._pick(evals[max(evals)]),
             trace=trace,
-            diagnostics=_diagnostics(evals, trace, self._pick),
+            diagnostics={
+                **_diagnostics(evals, trace, self._pick),
+                # the reward scores whole candidates, the prompts are prefixes: the larger count
+                "truncated": max(
+                    prompts.truncated, encode(release.model, texts, self.max_length).truncated
+                ),
+                "max_length": self.max_length,
+            },
         )
 
     def _reward(

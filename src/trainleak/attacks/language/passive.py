@@ -140,6 +140,7 @@ class LMPassiveScore(Attack[LanguageModelRelease]):
                 "scores": {k: v.tolist() for k, v in all_scores.items()},
                 "key": key,
                 "truncated": truncated,
+                "max_length": self.max_length,
             },
         )
 

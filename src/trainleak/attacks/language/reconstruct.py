@@ -33,10 +33,12 @@ class Prompts:
     Attributes:
         ids: one 1-D prompt id tensor per candidate (BOS first, no padding).
         suffixes: the reference suffix text of each candidate.
+        truncated: prompts cut to ``max_length`` tokens.
     """
 
     ids: list[torch.Tensor]
     suffixes: list[str]
+    truncated: int = 0
 
 
 def make_prompts(
@@ -49,7 +51,7 @@ def make_prompts(
     enc = encode(lm, [p for p, _ in pairs], max_length)
     lengths = enc.attention_mask.sum(1)
     ids = [enc.input_ids[i, : int(lengths[i])] for i in range(len(pairs))]
-    return Prompts(ids, [s for _, s in pairs])
+    return Prompts(ids, [s for _, s in pairs], enc.truncated)
 
 
 @dataclass(frozen=True)
