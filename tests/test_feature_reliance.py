@@ -3,10 +3,15 @@ claim, and training moves reliance the way robustness predicts for AT."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from trainleak.errors import ConfigError
+from trainleak.experiments.atat_privacy import reliance_rows
+from trainleak.experiments.model_inversion_claims import AtatPrivacyConfig
+from trainleak.models.registry import model_spec
 from trainleak.scenarios.feature_reliance import (
     Reliance,
     TwoCueTask,
@@ -14,6 +19,7 @@ from trainleak.scenarios.feature_reliance import (
     draw,
     measure_reliance,
 )
+from trainleak.scenarios.inversion_targets import Recipe
 from trainleak.systems.classifier import AdversarialTraining, Standard, TrainSettings
 
 
@@ -64,3 +70,17 @@ def test_standard_model_mixes_cues_and_adversarial_training_drops_the_impercepti
     # AT's radius (0.05) exceeds the imperceptible cue (0.015): it stops following it
     assert at.reliance < std.reliance - 0.1
     assert at.clean_accuracy > 0.7
+
+
+def test_experiment_rows_train_on_the_cpu_whatever_the_default_device() -> None:
+    """``atat-privacy`` runs under ``torch.device(cfg.device)``; the two-cue models stay on the
+    CPU (their draws use CPU generators). A 'meta' default device stands in for a GPU here."""
+    cfg = AtatPrivacyConfig(reliance_seeds=2)
+    spec = model_spec("mlp", input_shape=(1, 4, 4), hidden=[8], out_dim=2)  # not used by the task
+    models = [
+        ("standard", "standard", Recipe("standard", spec, Standard(), TrainSettings(steps=3)))
+    ]
+    with torch.device("meta"):
+        rows = reliance_rows(cfg, models, SimpleNamespace(cache=None))  # type: ignore[arg-type]
+    assert [(r.target, r.seed) for r in rows] == [("standard", 0), ("standard", 1)]
+    assert all(r.n == TwoCueTask().n_eval for r in rows)

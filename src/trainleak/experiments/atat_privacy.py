@@ -53,7 +53,8 @@ def reliance_rows(
 ) -> list[RelianceRow]:
     """The standard, AT and AT-AT models' defenses (same knobs and steps, no mirror images)
     retrained on the two-cue task with seeds ``cfg.seed .. cfg.seed + reliance_seeds - 1``;
-    the cue patterns come from ``cfg.seed``."""
+    the cue patterns come from ``cfg.seed``. On the CPU whatever ``cfg.device`` is: the task is
+    small, and its draws use CPU generators."""
     task = TwoCueTask(delta=cfg.reliance_delta)
     jobs = [
         (name, family, rec_, cfg.seed + j)
@@ -64,7 +65,8 @@ def reliance_rows(
     out = []
     for i, (name, family, rec_, seed) in enumerate(jobs):
         settings = TrainSettings(steps=rec_.settings.steps)
-        got = measure_reliance(task, rec_.defense, settings, seed, cfg.seed, s.cache)
+        with torch.device("cpu"):
+            got = measure_reliance(task, rec_.defense, settings, seed, cfg.seed, s.cache)
         out.append(
             RelianceRow(
                 name,
