@@ -56,6 +56,8 @@ def test_beats_random_holds_when_every_setting_gains() -> None:
     assert good.holds and not good.evidence["failing"]
     assert len(good.evidence["settings"]) == 8  # 2 algorithms x 2 architectures x 2 ipc
     assert all(v["gain_lower_95"] > 0 for v in good.evidence["settings"].values())
+    # the replication unit is named: two distilled sets (seeds) per setting here
+    assert {v["distilled_sets"] for v in good.evidence["settings"].values()} == {2}
 
 
 def test_beats_random_fails_on_one_losing_setting_even_when_the_mean_gain_is_positive() -> None:
