@@ -15,6 +15,7 @@ pytest.importorskip("transformers", reason="the text extra is not installed")
 
 from assess_helpers import assess_cli  # noqa: E402
 from language_fixtures import toy_language_release  # noqa: E402
+from trainleak.attacks import get_attack  # noqa: E402
 from trainleak.audit.assess import assess  # noqa: E402
 from trainleak.audit.assess_text import (  # noqa: E402
     TextReference,
@@ -22,7 +23,7 @@ from trainleak.audit.assess_text import (  # noqa: E402
     chance_quantile,
     members_identified,
 )
-from trainleak.errors import DataNotFoundError, MetadataError  # noqa: E402
+from trainleak.errors import ConfigError, DataNotFoundError, MetadataError  # noqa: E402
 from trainleak.models.language import load_causal_lm_folder, save_language_model  # noqa: E402
 from trainleak.releases.io import load_release  # noqa: E402
 from trainleak.releases.knowledge import Knowledge  # noqa: E402
@@ -86,6 +87,20 @@ def test_texts_cut_to_max_length_are_named_in_the_finding(tmp_path: Path) -> Non
     assert whole.runs[0].scored is not None
     assert whole.runs[0].scored.metrics["candidate texts cut to max_length"] == 0
     assert "longer than" not in whole.runs[0].scored.finding.detail
+
+
+def test_attacks_read_at_most_the_models_context_by_default() -> None:
+    """Called directly on a model whose context (32) is below the default window (64), the
+    attacks read 32 tokens; an explicit window beyond the context is a named error."""
+    release, texts, _ = toy_language_release()
+    know = Knowledge(candidate_texts=tuple(texts))
+    rec = get_attack("lm-passive")(release, know)
+    assert rec.diagnostics["max_length"] == 32
+    ns = get_attack("lm-n-sampling", n_samples=2, max_new_tokens=4)(release, know)
+    assert ns.diagnostics["max_length"] == 32
+    assert get_attack("lm-passive", max_length=16)(release, know).diagnostics["max_length"] == 16
+    with pytest.raises(ConfigError, match="max_length"):
+        get_attack("lm-passive", max_length=64)(release, know)
 
 
 def test_membership_count_and_auroc_on_hand_made_scores() -> None:

@@ -246,11 +246,7 @@ def assess(
     matching = matching_attacks(loaded.release)
     chosen = _choose(matching, attacks, settings)
     text = loaded.kind == "language_model"
-    lm: Any = loaded.release  # a LanguageModelRelease when text (its class needs the extra)
-    window = int(lm.model.max_length) if text else None
-    built = {
-        n: _build(n, matching[n], dict((settings or {}).get(n, {})), know, window) for n in chosen
-    }
+    built = {n: _build(n, matching[n], dict((settings or {}).get(n, {})), know) for n in chosen}
     ref = read_reference(private, know, text)  # read and checked before any attack runs
     classifier = loaded.release if isinstance(loaded.release, ClassifierRelease) else None
     if classifier is not None and isinstance(ref, ReferenceSet):
@@ -330,15 +326,11 @@ def _build(
     cls: type[Attack[Any]],
     overrides: dict[str, Any],
     knowledge: Knowledge,
-    window: int | None = None,
 ) -> Attack[Any]:
-    """The attack with the assessment's presets, then the user's settings. ``window``: a
-    language model's context, which caps the attack's ``max_length``."""
+    """The attack with the assessment's presets, then the user's settings. (The language-model
+    attacks read at most the model's context by default themselves.)"""
     params = dict(PRESETS.get(name, {}))
-    defaults: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    fields = set(defaults)
-    if window is not None and "max_length" in fields:
-        params["max_length"] = min(int(defaults["max_length"]), window)
+    fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     if "n_candidates" in fields and knowledge.n_records is not None:
         params["n_candidates"] = 2 * knowledge.n_records  # Haim et al.: twice the training set
     params = {k: v for k, v in params.items() if k in fields}

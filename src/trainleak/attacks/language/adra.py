@@ -33,6 +33,7 @@ from trainleak.attacks.language.passive import (
     rank_normalise,
     score_name,
     score_release,
+    token_window,
 )
 from trainleak.attacks.language.reconstruct import (
     Prompts,
@@ -65,7 +66,7 @@ class _Reconstructing(Attack[LanguageModelRelease]):
     temperature: float = param(1.0, gt=0)
     top_p: float = param(0.95, gt=0, le=1)
     top_k: int = param(50, ge=0)
-    max_length: int = param(64, ge=2)
+    max_length: int | None = param(None, ge=2)
     batch_size: int = param(128, ge=1)
 
     def validate(self) -> None:
@@ -118,7 +119,8 @@ class NSampling(_Reconstructing):
         progress: Progress | None,
     ) -> Reconstruction:
         texts = list(knowledge.candidate_texts or ())
-        prompts = make_prompts(release.model, texts, self.prefix_ratio, self.max_length)
+        window = token_window(release.model, self.max_length)
+        prompts = make_prompts(release.model, texts, self.prefix_ratio, window)
         rec = self._score(
             release.model, prompts, int(torch.randint(2**31 - 1, (1,), generator=generator))
         )
@@ -130,7 +132,7 @@ class NSampling(_Reconstructing):
                 "mean": rec.mean.tolist(),
                 "best_text": rec.best_text,
                 "truncated": prompts.truncated,
-                "max_length": self.max_length,
+                "max_length": window,
             },
         )
 
@@ -168,7 +170,8 @@ class ADRA(_Reconstructing):
         progress: Progress | None,
     ) -> Reconstruction:
         texts = list(knowledge.candidate_texts or ())
-        prompts = make_prompts(release.model, texts, self.prefix_ratio, self.max_length)
+        window = token_window(release.model, self.max_length)
+        prompts = make_prompts(release.model, texts, self.prefix_ratio, window)
         reward = self._reward(release, texts, prompts, generator)
         policy = self._policy(release.model)
         eval_seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
@@ -207,10 +210,8 @@ class ADRA(_Reconstructing):
             diagnostics={
                 **_diagnostics(evals, trace, self._pick),
                 # the reward scores whole candidates, the prompts are prefixes: the larger count
-                "truncated": max(
-                    prompts.truncated, encode(release.model, texts, self.max_length).truncated
-                ),
-                "max_length": self.max_length,
+                "truncated": max(prompts.truncated, encode(release.model, texts, window).truncated),
+                "max_length": window,
             },
         )
 
@@ -229,7 +230,8 @@ class ADRA(_Reconstructing):
         ]
         prior: list[float | None] = [None] * n
         if self.use_prior:
-            target, _ = score_release(release, texts, self.max_length, self.micro_batch)
+            window = token_window(release.model, self.max_length)
+            target, _ = score_release(release, texts, window, self.micro_batch)
             mpp = passive_scores(target, texts, None, (self.prior_k,))[
                 score_name("minkpp", self.prior_k)
             ]

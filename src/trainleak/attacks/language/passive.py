@@ -25,7 +25,7 @@ import torch
 
 from trainleak.attacks.base import Attack, Reconstruction, register_attack
 from trainleak.errors import ConfigError, MissingKnowledgeError
-from trainleak.models.language import TokenScores, encode, token_logprobs
+from trainleak.models.language import LanguageModel, TokenScores, encode, token_logprobs
 from trainleak.progress import Progress
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.language import LanguageModelRelease
@@ -99,11 +99,22 @@ def score_release(
     return target, ref
 
 
+DEFAULT_WINDOW = 64
+
+
+def token_window(lm: LanguageModel, max_length: int | None) -> int:
+    """The tokens an attack reads of each text: ``max_length`` when set (the tokeniser refuses
+    more than the model's context), else :data:`DEFAULT_WINDOW` or the model's context,
+    whichever is smaller."""
+    return min(DEFAULT_WINDOW, int(lm.spec.max_length)) if max_length is None else max_length
+
+
 @register_attack
 @dataclass(frozen=True, kw_only=True)
 class LMPassiveScore(Attack[LanguageModelRelease]):
     """One passive membership score of each candidate text; the diagnostics hold all of them
-    (from the same pass). ``score="reference"`` needs the release's reference model."""
+    (from the same pass). ``score="reference"`` needs the release's reference model.
+    ``max_length``: tokens read of each text (default: 64 or the model's context)."""
 
     name: ClassVar[str] = "lm-passive"
     summary: ClassVar[str] = "loss / zlib / reference / Min-K% / Min-K%++ membership scores"
@@ -112,7 +123,7 @@ class LMPassiveScore(Attack[LanguageModelRelease]):
 
     score: str = param("minkpp", choices=SCORES)
     k: float = param(0.2, gt=0, le=1)
-    max_length: int = param(64, ge=2)
+    max_length: int | None = param(None, ge=2)
     batch_size: int = param(16, ge=1)
 
     def run(
@@ -125,8 +136,9 @@ class LMPassiveScore(Attack[LanguageModelRelease]):
         texts = list(knowledge.candidate_texts or ())
         if self.score == "reference" and release.reference is None:
             raise MissingKnowledgeError("score='reference' needs the release's reference model")
-        target, ref = score_release(release, texts, self.max_length, self.batch_size)
-        truncated = encode(release.model, texts, self.max_length).truncated
+        window = token_window(release.model, self.max_length)
+        target, ref = score_release(release, texts, window, self.batch_size)
+        truncated = encode(release.model, texts, window).truncated
         ks = tuple(sorted({*DEFAULT_KS, self.k}))
         all_scores = passive_scores(target, texts, ref, ks)
         key = f"{self.score}@{self.k:g}" if self.score in ("mink", "minkpp") else self.score
@@ -140,7 +152,7 @@ class LMPassiveScore(Attack[LanguageModelRelease]):
                 "scores": {k: v.tolist() for k, v in all_scores.items()},
                 "key": key,
                 "truncated": truncated,
-                "max_length": self.max_length,
+                "max_length": window,
             },
         )
 
