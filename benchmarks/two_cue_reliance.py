@@ -9,7 +9,8 @@ Reliance = share of conflict images (the cues name different classes) classified
 imperceptible cue. Reports, per model, the mean clean accuracy, the mean reliance, every seed's
 reliance, and the one-sided 95% paired lower bound on (model - standard) reliance.
 
-Usage: ``python benchmarks/two_cue_reliance.py [--seeds 3] [--delta 0.015] [--steps 600]``;
+Usage: ``python benchmarks/two_cue_reliance.py [--seeds 3] [--delta 0.015] [--steps 600]
+[--pattern-seed 0]``;
 writes ``benchmarks/results/two_cue_reliance.json`` and ``.md``.
 """
 
@@ -35,6 +36,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--weights", type=float, nargs="+", default=[0.08, 0.3, 1.0])
     parser.add_argument("--eps", type=float, nargs="+", default=[0.005, 0.02, 0.05])
+    parser.add_argument("--pattern-seed", type=int, default=0, help="seed of the cue patterns")
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
     task = TwoCueTask(delta=args.delta)
@@ -48,7 +50,10 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()
     for name, defense in models:
-        per_seed = [measure_reliance(task, defense, settings, seed) for seed in range(args.seeds)]
+        per_seed = [
+            measure_reliance(task, defense, settings, seed, args.pattern_seed)
+            for seed in range(args.seeds)
+        ]
         rows.append(
             {
                 "model": name,
@@ -69,12 +74,19 @@ def main() -> None:
     seconds = time.perf_counter() - start
     OUT.mkdir(exist_ok=True)
     stem = f"two_cue_reliance{args.tag}"
-    meta = {"task": repr(task), "steps": args.steps, "seeds": args.seeds, "seconds": seconds}
+    meta = {
+        "task": repr(task),
+        "steps": args.steps,
+        "seeds": args.seeds,
+        "pattern_seed": args.pattern_seed,
+        "seconds": seconds,
+    }
     (OUT / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     lines = [
         "# Two-cue reliance (seed 8: which cue AT and AT-AT lean on)",
         "",
-        f"{task!r}, {args.steps} Adam steps, seeds 0..{args.seeds - 1} (paired), "
+        f"{task!r}, cue patterns of seed {args.pattern_seed}, {args.steps} Adam steps, "
+        f"seeds 0..{args.seeds - 1} (paired), "
         f"{seconds:.0f} s. Reliance = share of conflict images classified by the "
         "imperceptible cue. AT: eps 0.05, 10 steps. AT-AT: targeted PGD, step eps / 5, 5 steps.",
         "",
