@@ -103,6 +103,18 @@ def test_attacks_read_at_most_the_models_context_by_default() -> None:
         get_attack("lm-passive", max_length=64)(release, know)
 
 
+def test_adra_counts_as_cut_only_what_it_reads_in_tokens() -> None:
+    """At a window of 8 tokens the prompts (a quarter of each text's words) fit and the whole
+    texts do not: ADRA, whose reward compares suffixes as text, cut none; ADRA+, whose prior
+    scores whole texts, cut all of them."""
+    release, texts, _ = toy_language_release()
+    know = Knowledge(candidate_texts=tuple(texts))
+    small = {"steps": 1, "max_length": 8, "n_samples": 2, "max_new_tokens": 4}
+    small |= {"prompts_per_step": 2, "group": 2}
+    assert get_attack("adra", **small)(release, know).diagnostics["truncated"] == 0
+    assert get_attack("adra-plus", **small)(release, know).diagnostics["truncated"] == len(texts)
+
+
 def test_membership_count_and_auroc_on_hand_made_scores() -> None:
     member = torch.tensor([True, True, True, False, False, False, False])
     scores = torch.tensor([0.9, 0.5, 0.1, 0.6, 0.2, 0.3, 0.0])

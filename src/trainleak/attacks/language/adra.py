@@ -209,11 +209,20 @@ class ADRA(_Reconstructing):
             trace=trace,
             diagnostics={
                 **_diagnostics(evals, trace, self._pick),
-                # the reward scores whole candidates, the prompts are prefixes: the larger count
-                "truncated": max(prompts.truncated, encode(release.model, texts, window).truncated),
+                "truncated": self._truncated(release, texts, prompts, window),
                 "max_length": window,
             },
         )
+
+    def _truncated(
+        self, release: LanguageModelRelease, texts: list[str], prompts: Prompts, window: int
+    ) -> int:
+        """Candidates read cut to ``window`` tokens: the prompts (prefixes), and with the prior
+        (ADRA+) the whole texts its passive score reads; the reward compares suffixes as
+        text, uncut."""
+        if not self.use_prior:
+            return prompts.truncated
+        return max(prompts.truncated, encode(release.model, texts, window).truncated)
 
     def _reward(
         self,
