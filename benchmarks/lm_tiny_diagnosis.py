@@ -68,7 +68,7 @@ def main() -> None:
             for i, c in enumerate(cut)
         ]
     )
-    tg, ref = score_release(rel, texts, 64, 32)
+    tg, ref, _ = score_release(rel, texts, 64, 32)
     mpp = passive_scores(tg, texts, ref, (0.2,))["minkpp@0.2"]
     out: dict[str, object] = {
         "best_of_8": side(sampled.best[:n], mem),

@@ -144,7 +144,7 @@ def test_one_grpo_step_raises_the_reward():
 
 def test_every_passive_score_beats_chance_on_an_overfitted_target():
     release, texts, labels = toy_language_release()
-    target, ref = score_release(release, list(texts), 32, 8)
+    target, ref, _ = score_release(release, list(texts), 32, 8)
     scores = passive_scores(target, list(texts), ref)
     mem = torch.tensor(labels)
     aucs = {k: auroc(v, mem) for k, v in scores.items()}

@@ -103,18 +103,13 @@ def score_membership(
     detail = own.finding.detail
     cut = int(rec.diagnostics.get("truncated") or 0)
     if cut:
-        width = rec.diagnostics.get("max_length", "max_length")
-        detail = "; ".join(
-            filter(
-                None,
-                (
-                    detail,
-                    f"{cut} of {len(candidates)} candidate texts are longer than {width} tokens "
-                    f"and were scored on their first {width} only (raise it with --set "
-                    f"{name}.max_length=N, up to the model's context)",
-                ),
-            )
+        width = rec.diagnostics["max_length"]
+        note = (
+            f"{cut} of {len(candidates)} candidate texts are longer than {width} tokens and "
+            f"were scored on their first {width} only (raise it with --set "
+            f"{name}.max_length=N, up to the model's context)"
         )
+        detail = f"{detail}; {note}" if detail else note
     finding = scored_finding(
         name,
         found,

@@ -12,6 +12,7 @@ the small-scale settings are the seed brief's (``../shared/docs/seed-briefs-1.md
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 
 import torch
 
@@ -67,18 +68,7 @@ def reliance_rows(
         settings = TrainSettings(steps=rec_.settings.steps)
         with torch.device("cpu"):
             got = measure_reliance(task, rec_.defense, settings, seed, cfg.seed, s.cache)
-        out.append(
-            RelianceRow(
-                name,
-                family,
-                seed,
-                got.clean_accuracy,
-                got.to_robust,
-                got.to_nonrobust,
-                got.n,
-                got.reliance,
-            )
-        )
+        out.append(RelianceRow(name, family, seed, **asdict(got), reliance=got.reliance))
         if progress is not None:
             progress("two-cue models", i + 1, len(jobs))
     return out

@@ -94,7 +94,7 @@ def run_lm_membership(
     n = len(split.texts)
     t1 = time.perf_counter()
     max_length = rel.model.spec.max_length
-    target, ref = score_release(rel, list(split.texts), max_length, 32)
+    target, ref, _ = score_release(rel, list(split.texts), max_length, 32)
     scores = dict(passive_scores(target, list(split.texts), ref))
     seconds["passive"] = time.perf_counter() - t1
     knowledge = pool_knowledge(split)

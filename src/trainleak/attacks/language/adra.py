@@ -240,7 +240,7 @@ class ADRA(_Reconstructing):
         prior: list[float | None] = [None] * n
         if self.use_prior:
             window = token_window(release.model, self.max_length)
-            target, _ = score_release(release, texts, window, self.micro_batch)
+            target, _, _ = score_release(release, texts, window, self.micro_batch)
             mpp = passive_scores(target, texts, None, (self.prior_k,))[
                 score_name("minkpp", self.prior_k)
             ]

@@ -88,15 +88,16 @@ def passive_scores(
 
 def score_release(
     release: LanguageModelRelease, texts: Sequence[str], max_length: int, batch_size: int
-) -> tuple[TokenScores, TokenScores | None]:
-    """The one shared per-token pass over ``texts`` (target, and reference when released)."""
+) -> tuple[TokenScores, TokenScores | None, int]:
+    """The one shared per-token pass over ``texts`` (target, and reference when released),
+    and how many texts the target's tokeniser cut to ``max_length``."""
     enc = encode(release.model, texts, max_length)
     target = token_logprobs(release.model, enc.input_ids, enc.attention_mask, batch_size)
     ref = None
     if release.reference is not None:
         enc_r = encode(release.reference, texts, max_length)
         ref = token_logprobs(release.reference, enc_r.input_ids, enc_r.attention_mask, batch_size)
-    return target, ref
+    return target, ref, enc.truncated
 
 
 DEFAULT_WINDOW = 64
@@ -137,8 +138,7 @@ class LMPassiveScore(Attack[LanguageModelRelease]):
         if self.score == "reference" and release.reference is None:
             raise MissingKnowledgeError("score='reference' needs the release's reference model")
         window = token_window(release.model, self.max_length)
-        target, ref = score_release(release, texts, window, self.batch_size)
-        truncated = encode(release.model, texts, window).truncated
+        target, ref, truncated = score_release(release, texts, window, self.batch_size)
         ks = tuple(sorted({*DEFAULT_KS, self.k}))
         all_scores = passive_scores(target, texts, ref, ks)
         key = f"{self.score}@{self.k:g}" if self.score in ("mink", "minkpp") else self.score
