@@ -9,10 +9,15 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import require_module
 from release_fixtures import tiny_split
+from trainleak.attacks.split_learning._common import defend
 from trainleak.bounds.split_learning import smashed_dp_epsilon
+from trainleak.data import load_digits
+from trainleak.defenses import split_learning as kd
 from trainleak.defenses.split_learning import (
     KDUFSL,
+    SubspaceSketch,
     all_finite,
     centroid_replace,
     clip_and_noise,
@@ -20,7 +25,10 @@ from trainleak.defenses.split_learning import (
     mdav,
 )
 from trainleak.errors import ConfigError
-from trainleak.releases.split_learning import SmashedDefenseSpec
+from trainleak.models.registry import model_spec
+from trainleak.models.split import SplitSpec
+from trainleak.releases.split_learning import SmashedDefenseSpec, SplitTranscript
+from trainleak.systems.split_learning import UFSLConfig, train_ufsl
 
 
 @pytest.mark.parametrize(("n", "k"), [(10, 3), (64, 2), (64, 4), (64, 8), (13, 4), (5, 5), (7, 3)])
@@ -101,6 +109,147 @@ def test_fast_mdav_gives_the_reference_groups(seed: int, n: int, k: int) -> None
     assert gap > 1e-5  # the premise: no decision is a near-tie
     assert mdav(x.double(), k).tolist() == ref.tolist()
     assert mdav(x, k).tolist() == ref.tolist()
+
+
+def _smashed_like(n: int, d: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.relu(torch.randn(n, d, generator=g) + 0.3 * torch.randn(n, 1, generator=g))
+
+
+def _basis(d: int, m: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((d, m)) / m**0.5
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize(("n", "k"), [(256, 2), (256, 4), (256, 8), (61, 3), (40, 8), (7, 3)])
+@pytest.mark.parametrize("m", [4, 16])
+def test_mdav_on_a_basis_is_mdav_of_the_projected_records(
+    seed: int, n: int, k: int, m: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a basis ``V``, the compiled direct loop (numba) and the distance-matrix fallback
+    both form exactly the reference MDAV groups of ``x V`` (float32 and float64 records)."""
+    require_module("numba", "pip install 'trainleak[fast]'")
+    assert kd.compiled_kernel() is not None
+    x, v = _smashed_like(n, 48, 1000 * seed + n + k), _basis(48, m, seed)
+    ref, gap = _reference_mdav(x.double().numpy() @ v, k)
+    assert gap > 1e-5  # the premise: no decision is a near-tie
+    assert mdav(x.double(), k, v).tolist() == ref.tolist()
+    assert mdav(x, k, v).tolist() == ref.tolist()
+    monkeypatch.setattr(kd, "_KERNELS", [None])  # as without the `fast` extra
+    assert mdav(x.double(), k, v).tolist() == ref.tolist()
+
+
+def test_direct_loop_breaks_ties_by_the_lowest_index_like_the_exact_path() -> None:
+    """Points 0..8 on a line and a doubled unit square (every decision a tie), through the
+    direct loop on the records themselves: the groups of the Gram-matrix path."""
+    require_module("numba", "pip install 'trainleak[fast]'")
+    kernel = kd.compiled_kernel()
+    assert kernel is not None
+    line = np.arange(9.0).reshape(9, 1)
+    assert kernel(line, 3).tolist() == mdav(torch.from_numpy(line), 3).tolist()
+    square = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]] * 2)
+    assert kernel(square, 2).tolist() == mdav(torch.from_numpy(square), 2).tolist()
+
+
+def _sse(x: torch.Tensor, groups: torch.Tensor) -> float:
+    return float(((x - centroid_replace(x, groups)) ** 2).sum())
+
+
+def _low_rank_batches(seed: int, batches: int) -> list[torch.Tensor]:
+    """Batches of 256 smashed-like records (dim 128) whose spread lies mostly in 6
+    directions, the same distribution in every batch."""
+    g = torch.Generator().manual_seed(seed)
+    basis = torch.linalg.qr(torch.randn(128, 6, generator=g))[0]
+    scales = torch.tensor([6.0, 5.0, 4.0, 3.0, 2.5, 2.0])
+    return [
+        torch.relu(2 + (torch.randn(256, 6, generator=g) * scales) @ basis.T)
+        + 0.2 * torch.randn(256, 128, generator=g)
+        for _ in range(batches)
+    ]
+
+
+@pytest.mark.parametrize("k", [2, 4, 8])
+def test_tracked_subspace_groups_as_tightly_as_exact_mdav_and_a_random_one_does_not(
+    k: int,
+) -> None:
+    """After a few refreshes on earlier batches the tracked 8-dim subspace is the principal
+    one: on a new batch its groups' squared error (full space) is within 10% of exact MDAV's;
+    the untrained random start of the same dimension is more than 10% worse, so the test
+    measures the tracking, not the sketch dimension."""
+    *earlier, batch = _low_rank_batches(k, 13)
+    exact = _sse(batch, mdav(batch, k))
+    start = SubspaceSketch(8, refresh=1, seed=1)
+    random_start = _sse(batch, start.group(batch, k))
+    tracked = SubspaceSketch(8, refresh=1, seed=1)
+    for b in earlier:
+        tracked.group(b, k)
+    assert _sse(batch, tracked.group(batch, k)) <= 1.10 * exact
+    assert random_start > 1.10 * exact
+
+
+def test_sketch_tracks_after_powers_of_two_and_every_refresh_batches() -> None:
+    sk = SubspaceSketch(4, refresh=6)
+    steps = []
+    for b in _low_rank_batches(0, 13):
+        before = None if sk.basis is None else sk.basis.copy()
+        sk.group(b, 2)
+        steps.append(before is not None and not np.array_equal(sk.basis, before))
+        assert np.allclose(sk.basis.T @ sk.basis, np.eye(4), atol=1e-5)
+    # a step follows batches 1, 2, 4, 8 and the multiples of 6 (the first creates the basis)
+    assert [i + 1 for i, moved in enumerate(steps) if moved] == [2, 4, 6, 8, 12]
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_tracking_orthonormalises_the_same_subspace_with_or_without_numba(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if compiled:
+        require_module("numba", "pip install 'trainleak[fast]'")
+    else:
+        monkeypatch.setattr(kd, "_KERNELS", [None])
+    rng = np.random.default_rng(0)
+    yt = rng.standard_normal((8, 512)) * np.logspace(0, -3, 8)[:, None]
+    q = kd._orthonormal_rows(yt)
+    assert q is not None
+    assert np.allclose(q @ q.T, np.eye(8), atol=1e-10)
+    # the same span: each row of yt is reproduced by its projection on q's rows
+    assert np.allclose((yt @ q.T) @ q, yt, atol=1e-10)
+    dependent = yt.copy()
+    dependent[5] = 2 * dependent[1] - dependent[3]
+    assert kd._orthonormal_rows(dependent) is None
+    broken = yt.copy()
+    broken[2, 7] = np.nan
+    assert kd._orthonormal_rows(broken) is None
+
+
+def test_sketched_defense_is_k_anonymous_and_travels_with_the_transcript() -> None:
+    spec = SmashedDefenseSpec(k=4, sigma=0.5, clip=1.0, sketch=8)
+    d = KDUFSL(spec)
+    for seed in range(6):  # past a refresh
+        out = d.transmit(torch.randn(61, 4, 3, 3), torch.Generator().manual_seed(seed))
+        assert k_anonymity(out.rows) >= 4
+    assert d.sketch is not None and d.sketch.batches == 6
+    assert spec.to_json()["sketch"] == 8
+    assert SmashedDefenseSpec(**spec.to_json()) == spec
+    assert "sketch" not in SmashedDefenseSpec(k=4).to_json()  # exact: as before the knob
+    assert KDUFSL(SmashedDefenseSpec(k=4)).sketch is None
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, "8"])
+def test_bad_sketch_dimension_is_refused(bad: object) -> None:
+    with pytest.raises(ConfigError, match="sketch"):
+        SmashedDefenseSpec(k=2, sketch=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="sketch"):
+        SubspaceSketch(bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="sketch_refresh"):
+        SmashedDefenseSpec(k=2, sketch=4, sketch_refresh=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="sketch_refresh"):
+        SubspaceSketch(4, refresh=bad)  # type: ignore[arg-type]
+
+
+def test_a_basis_of_the_wrong_dimension_is_refused() -> None:
+    with pytest.raises(ConfigError, match="basis"):
+        mdav(torch.randn(8, 5), 2, np.ones((4, 2)))
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
@@ -214,3 +363,31 @@ def test_accountant_composes_and_refuses_bad_input() -> None:
         smashed_dp_epsilon(1.0, 1, 1.0)
     with pytest.raises(ConfigError, match="transmissions"):
         smashed_dp_epsilon(1.0, 0, 1e-5)
+
+
+def test_sketched_run_saves_a_k_anonymous_transcript_an_adaptive_attacker_can_replay(
+    tmp_path,
+) -> None:
+    """UFSL trained with the sketched defense: every step of the saved and reloaded transcript
+    is 4-anonymous, the transcript names the sketch, and the adaptive attacker's replay of the
+    public defense on its own images (its own tracker) sends 4-anonymous batches too."""
+    ds = load_digits()
+    clients = [(ds.x[i * 64 : (i + 1) * 64], ds.y[i * 64 : (i + 1) * 64]) for i in range(2)]
+    spec = SplitSpec(
+        model_spec("split_convnet", input_shape=(1, 8, 8), out_dim=10, channels=[4], hidden=[32]),
+        1,
+        2,
+        (1, 8, 8),
+    )
+    defense = KDUFSL(SmashedDefenseSpec(k=4, sketch=8, sketch_refresh=2))
+    run = train_ufsl(clients, spec, UFSLConfig(rounds=2, batch_size=32, lr=0.05), defense=defense)
+    assert defense.sketch is not None and defense.sketch.batches == 8
+    tr = SplitTranscript.load(run.transcript.save(tmp_path / "t"))
+    assert tr.defense == SmashedDefenseSpec(k=4, sketch=8, sketch_refresh=2)
+    for _, rows in tr.batches():
+        assert k_anonymity(tr.smashed[rows]) >= 4
+    head = run.parts.head
+    with torch.no_grad():
+        sent = defend(tr, head, ds.x[400:464], torch.Generator().manual_seed(0), adaptive=True)
+    # the replay puts rows back in the images' order: count identical rows over the whole set
+    assert torch.unique(sent.reshape(64, -1), dim=0, return_counts=True)[1].min() >= 4

@@ -79,7 +79,9 @@ def _dataset_rows(
         batch_size=cfg.batch_size,
         lr=cfg.lrs.get(task.dataset, 0.05),
     )
-    grid = settings_grid(cfg.sigmas, cfg.ks, cfg.kd_sigma, cfg.clips.get(task.dataset, 1.0))
+    grid = settings_grid(
+        cfg.sigmas, cfg.ks, cfg.kd_sigma, cfg.clips.get(task.dataset, 1.0), cfg.mdav_sketch
+    )
     rows: list[Row] = []
     picks: dict[str, torch.Tensor] = {}
     for i, (name, spec) in enumerate(grid.items()):

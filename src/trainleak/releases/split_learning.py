@@ -50,12 +50,21 @@ class SmashedDefenseSpec:
         where: ``"smashed"`` (clip and noise the head's output) or ``"input"`` (the raw
             input, before the head). Microaggregation always follows the noise (the seed's
             order), so every transmitted vector stays shared by ``k`` records.
+        sketch: ``None`` for exact MDAV; an integer ``m`` to form the MDAV groups on an
+            ``m``-dimensional principal subspace of the smashed data that the client tracks
+            (:class:`trainleak.defenses.split_learning.SubspaceSketch`), while every member
+            is still replaced by its group's centroid in the full space: group sizes, hence
+            k-anonymity, are exact; only the choice of partners is approximate.
+        sketch_refresh: with ``sketch``, one tracking step every this many batches (and
+            after batches 1, 2, 4, 8, ... to leave the random start quickly).
     """
 
     k: int = param(1, ge=1, integer=True)
     sigma: float = param(0.0, ge=0)
     clip: float | None = param(None, gt=0, optional=True)
     where: DefenseWhere = param("smashed", choices=("smashed", "input"))
+    sketch: int | None = param(None, ge=1, integer=True)
+    sketch_refresh: int = param(16, ge=1, integer=True)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -68,12 +77,16 @@ class SmashedDefenseSpec:
         return self.clip is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "k": self.k,
             "sigma": self.sigma,
             "clip": self.clip,
             "where": self.where,
         }
+        if self.sketch is not None:  # absent = exact MDAV, as transcripts before the knob
+            out["sketch"] = self.sketch
+            out["sketch_refresh"] = self.sketch_refresh
+        return out
 
 
 @dataclass(frozen=True)

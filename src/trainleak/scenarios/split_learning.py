@@ -168,14 +168,21 @@ def attack_transcript(
 
 
 def settings_grid(
-    sigmas: Sequence[float], ks: Sequence[int], kd_sigma: float, clip: float
+    sigmas: Sequence[float],
+    ks: Sequence[int],
+    kd_sigma: float,
+    clip: float,
+    sketch: int | None = None,
 ) -> dict[str, SmashedDefenseSpec | None]:
-    """Vanilla, DP at each sigma, MDAV at each k, and DP (kd_sigma) + MDAV at each k."""
+    """Vanilla, DP at each sigma, MDAV at each k, and DP (kd_sigma) + MDAV at each k (MDAV
+    exact, or grouped on a ``sketch``-dimensional projection: ``SmashedDefenseSpec.sketch``)."""
     out: dict[str, SmashedDefenseSpec | None] = {"vanilla": None}
     for s in sigmas:
         out[f"dp_s{s:g}"] = SmashedDefenseSpec(k=1, sigma=s, clip=clip)
     for k in ks:
-        out[f"mdav_k{k}"] = SmashedDefenseSpec(k=k)
+        out[f"mdav_k{k}"] = SmashedDefenseSpec(k=k, sketch=sketch)
     for k in ks:
-        out[f"kd_s{kd_sigma:g}_k{k}"] = SmashedDefenseSpec(k=k, sigma=kd_sigma, clip=clip)
+        out[f"kd_s{kd_sigma:g}_k{k}"] = SmashedDefenseSpec(
+            k=k, sigma=kd_sigma, clip=clip, sketch=sketch
+        )
     return out
