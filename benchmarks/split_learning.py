@@ -483,20 +483,32 @@ def _mdav_lines(mc: dict[str, Any]) -> list[str]:
         "share of defended step | MDAV / split step |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for ds in CONFIGS:
-        c = mc[ds]
-        lo, me = c["min_s"], c["median_s"]
-        for k in KS:
-            key = f"k{k}"
-            lines.append(
-                f"| {ds} ({c['dim']}) | {1e3 * lo['client_step']:.2f} | "
-                f"{1e3 * lo['split_step']:.2f} | {k} | {1e3 * lo['mdav_in_step_' + key]:.2f} "
-                f"({1e3 * me['mdav_in_step_' + key]:.2f}) | "
-                f"{c['ratio_to_client_step'][key]:.2f} "
-                f"({c['median_ratio_to_client_step'][key]:.2f}) | "
-                f"{c['share_of_defended_client_step'][key]:.2f} | "
-                f"{c['ratio_to_split_step'][key]:.2f} |"
-            )
+
+    def exact(ds: str, c: dict[str, Any], k: int) -> str:
+        lo, me, key = c["min_s"], c["median_s"], f"k{k}"
+        return (
+            f"| {ds} ({c['dim']}) | {1e3 * lo['client_step']:.2f} | "
+            f"{1e3 * lo['split_step']:.2f} | {k} | {1e3 * lo['mdav_in_step_' + key]:.2f} "
+            f"({1e3 * me['mdav_in_step_' + key]:.2f}) | "
+            f"{c['ratio_to_client_step'][key]:.2f} "
+            f"({c['median_ratio_to_client_step'][key]:.2f}) | "
+            f"{c['share_of_defended_client_step'][key]:.2f} | "
+            f"{c['ratio_to_split_step'][key]:.2f} |"
+        )
+
+    def sketched(ds: str, c: dict[str, Any], k: int) -> str:
+        lo, me, key = c["min_s"], c["median_s"], f"k{k}"
+        return (
+            f"| {ds} ({c['dim']}) | {k} | {1e3 * lo['client_step_block']:.2f} | "
+            f"{1e3 * lo[f'mdav_in_step_{key}_sketch']:.3f} "
+            f"({1e3 * me[f'mdav_in_step_{key}_sketch']:.3f}) | "
+            f"{c['sketch_ratio_to_client_step'][key]:.3f} "
+            f"({c['sketch_median_ratio_to_client_step'][key]:.3f}) | "
+            f"{c['sketch_speedup'][key]:.1f}x | "
+            f"{c['sketch_ratio_to_fastest_client_step'][key]:.3f} |"
+        )
+
+    lines += [exact(ds, mc[ds], k) for ds in CONFIGS for k in KS]
     verdict = "met" if mc["met"] else "NOT met"
     lines += ["", f"Target ratio <= 0.2 at every k (digits, 512-dim), exact MDAV: **{verdict}**."]
     lines += [""]
@@ -515,20 +527,7 @@ def _mdav_lines(mc: dict[str, Any]) -> list[str]:
             "| ratio to fastest single step |",
             "|---|---|---|---|---|---|---|",
         ]
-        for ds in CONFIGS:
-            c = mc[ds]
-            lo, me = c["min_s"], c["median_s"]
-            for k in KS:
-                key = f"k{k}"
-                lines.append(
-                    f"| {ds} ({c['dim']}) | {k} | {1e3 * lo['client_step_block']:.2f} | "
-                    f"{1e3 * lo[f'mdav_in_step_{key}_sketch']:.3f} "
-                    f"({1e3 * me[f'mdav_in_step_{key}_sketch']:.3f}) | "
-                    f"{c['sketch_ratio_to_client_step'][key]:.3f} "
-                    f"({c['sketch_median_ratio_to_client_step'][key]:.3f}) | "
-                    f"{c['sketch_speedup'][key]:.1f}x | "
-                    f"{c['sketch_ratio_to_fastest_client_step'][key]:.3f} |"
-                )
+        lines += [sketched(ds, mc[ds], k) for ds in CONFIGS for k in KS]
         verdict = "met" if mc["sketch_met"] else "NOT met"
         lines += [
             "",
