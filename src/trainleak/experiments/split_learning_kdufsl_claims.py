@@ -42,8 +42,8 @@ class SplitLearningKDUFSLConfig(ExperimentConfig):
     )
     sigmas: list[float] = Field(default_factory=lambda: [0.02, 0.05, 0.1])
     ks: list[int] = Field(default_factory=lambda: [2, 4, 8])
-    # None: exact MDAV; m: MDAV groups formed on a public m-dim random projection (the fast
-    # variant the MDAV cost benchmark times; SmashedDefenseSpec.sketch)
+    # None: exact MDAV; m: MDAV groups formed on an m-dim principal subspace each client
+    # tracks (the fast variant the MDAV cost benchmark times; SmashedDefenseSpec.sketch)
     mdav_sketch: int | None = Field(None, ge=1)
     kd_sigma: float = Field(0.05, gt=0)
     clips: dict[str, float] = Field(
