@@ -585,6 +585,12 @@ def main() -> None:
         default=SKETCH.sketch,
         help="sketch dimension to time (part mdav); other than 8, stored beside the default",
     )
+    p.add_argument(
+        "--refresh",
+        type=int,
+        default=SKETCH.sketch_refresh,
+        help="batches between tracking steps (part mdav); other than 16, stored beside",
+    )
     a = p.parse_args()
     torch.set_num_threads(1)
     CLOCK[0] = CLOCKS[a.clock]
@@ -592,9 +598,10 @@ def main() -> None:
     res: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     if "mdav" in a.parts:
         key = "mdav_cost"
-        if a.sketch != SKETCH.sketch:
+        if (a.sketch, a.refresh) != (SKETCH.sketch, SKETCH.sketch_refresh):
             key = f"mdav_cost_sketch{a.sketch}"
-            globals()["SKETCH"] = SmashedDefenseSpec(k=2, sketch=a.sketch)
+            key += "" if a.refresh == SKETCH.sketch_refresh else f"_refresh{a.refresh}"
+            globals()["SKETCH"] = SmashedDefenseSpec(k=2, sketch=a.sketch, sketch_refresh=a.refresh)
         res[key] = mdav_cost(a.repeats, a.seed)
     if "whitebox" in a.parts:
         res["whitebox_mnist"] = whitebox_mnist(a.rows, a.steps, a.seed)

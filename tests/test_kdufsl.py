@@ -28,6 +28,7 @@ from trainleak.errors import ConfigError
 from trainleak.models.registry import model_spec
 from trainleak.models.split import SplitSpec
 from trainleak.releases.split_learning import SmashedDefenseSpec, SplitTranscript
+from trainleak.scenarios.split_learning import settings_grid
 from trainleak.systems.split_learning import UFSLConfig, train_ufsl
 
 
@@ -391,3 +392,14 @@ def test_sketched_run_saves_a_k_anonymous_transcript_an_adaptive_attacker_can_re
         sent = defend(tr, head, ds.x[400:464], torch.Generator().manual_seed(0), adaptive=True)
     # the replay puts rows back in the images' order: count identical rows over the whole set
     assert torch.unique(sent.reshape(64, -1), dim=0, return_counts=True)[1].min() >= 4
+
+
+def test_settings_grid_passes_the_sketch_to_every_mdav_setting_and_only_those() -> None:
+    grid = settings_grid([0.05], [2, 4], 0.05, 8.0, sketch=8, sketch_refresh=4)
+    mdav_specs = [s for name, s in grid.items() if name.startswith(("mdav", "kd"))]
+    assert len(mdav_specs) == 4
+    assert all(s is not None and (s.sketch, s.sketch_refresh) == (8, 4) for s in mdav_specs)
+    assert grid["vanilla"] is None and grid["dp_s0.05"].sketch is None
+    assert all(
+        s is None or s.sketch is None for s in settings_grid([0.05], [2], 0.05, 8.0).values()
+    )

@@ -358,7 +358,10 @@ def _compiled() -> _Kernels | None:
             jit = numba.njit(cache=True, nogil=True)
             names = ("_sq_dist", "_farthest", "_nearest", "_take")
             globals().update({name: jit(globals()[name]) for name in names})
-            _KERNELS.append((jit(_direct_groups), jit(_gram_schmidt_twice)))
+            # reassociating the dot products lets them vectorise (4x faster here); the second
+            # Gram-Schmidt pass absorbs the rounding
+            orth = numba.njit(cache=True, nogil=True, fastmath=True)(_gram_schmidt_twice)
+            _KERNELS.append((jit(_direct_groups), orth))
     return _KERNELS[0]
 
 

@@ -80,7 +80,12 @@ def _dataset_rows(
         lr=cfg.lrs.get(task.dataset, 0.05),
     )
     grid = settings_grid(
-        cfg.sigmas, cfg.ks, cfg.kd_sigma, cfg.clips.get(task.dataset, 1.0), cfg.mdav_sketch
+        cfg.sigmas,
+        cfg.ks,
+        cfg.kd_sigma,
+        cfg.clips.get(task.dataset, 1.0),
+        cfg.mdav_sketch,
+        cfg.mdav_sketch_refresh,
     )
     rows: list[Row] = []
     picks: dict[str, torch.Tensor] = {}

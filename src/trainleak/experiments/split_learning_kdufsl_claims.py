@@ -45,6 +45,7 @@ class SplitLearningKDUFSLConfig(ExperimentConfig):
     # None: exact MDAV; m: MDAV groups formed on an m-dim principal subspace each client
     # tracks (the fast variant the MDAV cost benchmark times; SmashedDefenseSpec.sketch)
     mdav_sketch: int | None = Field(None, ge=1)
+    mdav_sketch_refresh: int = Field(16, ge=1)  # batches between the tracking steps
     kd_sigma: float = Field(0.05, gt=0)
     clips: dict[str, float] = Field(
         default_factory=lambda: {"digits": 4.0, "mnist": 8.0, "cifar10": 5.5}

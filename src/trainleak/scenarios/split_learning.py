@@ -173,16 +173,18 @@ def settings_grid(
     kd_sigma: float,
     clip: float,
     sketch: int | None = None,
+    sketch_refresh: int = 16,
 ) -> dict[str, SmashedDefenseSpec | None]:
     """Vanilla, DP at each sigma, MDAV at each k, and DP (kd_sigma) + MDAV at each k (MDAV
-    exact, or grouped on a ``sketch``-dimensional projection: ``SmashedDefenseSpec.sketch``)."""
+    exact, or grouped on a tracked ``sketch``-dimensional subspace:
+    ``SmashedDefenseSpec.sketch``)."""
     out: dict[str, SmashedDefenseSpec | None] = {"vanilla": None}
     for s in sigmas:
         out[f"dp_s{s:g}"] = SmashedDefenseSpec(k=1, sigma=s, clip=clip)
     for k in ks:
-        out[f"mdav_k{k}"] = SmashedDefenseSpec(k=k, sketch=sketch)
+        out[f"mdav_k{k}"] = SmashedDefenseSpec(k=k, sketch=sketch, sketch_refresh=sketch_refresh)
     for k in ks:
         out[f"kd_s{kd_sigma:g}_k{k}"] = SmashedDefenseSpec(
-            k=k, sigma=kd_sigma, clip=clip, sketch=sketch
+            k=k, sigma=kd_sigma, clip=clip, sketch=sketch, sketch_refresh=sketch_refresh
         )
     return out
