@@ -129,9 +129,10 @@ class _TimedMDAV:
 def _sketched(k: int) -> tuple[KDUFSL, _TimedMDAV]:
     """The sketched defense at ``k`` and the timer around its grouping."""
     d = KDUFSL(SmashedDefenseSpec(k=k, sketch=SKETCH.sketch, sketch_refresh=SKETCH.sketch_refresh))
-    assert d.sketch is not None
-    timer = _TimedMDAV(d.sketch.group)
-    d.sketch.group = timer  # type: ignore[method-assign]
+    tracker = d.tracker()  # the client the benchmark's steps are sent as
+    assert tracker is not None
+    timer = _TimedMDAV(tracker.group)
+    tracker.group = timer  # type: ignore[method-assign]
     return d, timer
 
 

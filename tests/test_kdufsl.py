@@ -229,11 +229,11 @@ def test_sketched_defense_is_k_anonymous_and_travels_with_the_transcript() -> No
     for seed in range(6):  # past a refresh
         out = d.transmit(torch.randn(61, 4, 3, 3), torch.Generator().manual_seed(seed))
         assert k_anonymity(out.rows) >= 4
-    assert d.sketch is not None and d.sketch.batches == 6
+    assert d.tracker() is not None and d.tracker().batches == 6
     assert spec.to_json()["sketch"] == 8
     assert SmashedDefenseSpec(**spec.to_json()) == spec
     assert "sketch" not in SmashedDefenseSpec(k=4).to_json()  # exact: as before the knob
-    assert KDUFSL(SmashedDefenseSpec(k=4)).sketch is None
+    assert KDUFSL(SmashedDefenseSpec(k=4)).tracker() is None
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "8"])
@@ -369,9 +369,10 @@ def test_accountant_composes_and_refuses_bad_input() -> None:
 def test_sketched_run_saves_a_k_anonymous_transcript_an_adaptive_attacker_can_replay(
     tmp_path,
 ) -> None:
-    """UFSL trained with the sketched defense: every step of the saved and reloaded transcript
-    is 4-anonymous, the transcript names the sketch, and the adaptive attacker's replay of the
-    public defense on its own images (its own tracker) sends 4-anonymous batches too."""
+    """UFSL trained with the sketched defense: each client keeps its own tracker, every step
+    of the saved and reloaded transcript is 4-anonymous, the transcript names the sketch, and
+    the adaptive attacker's replay of the public defense on its own images (its own tracker)
+    sends 4-anonymous batches too."""
     ds = load_digits()
     clients = [(ds.x[i * 64 : (i + 1) * 64], ds.y[i * 64 : (i + 1) * 64]) for i in range(2)]
     spec = SplitSpec(
@@ -382,7 +383,10 @@ def test_sketched_run_saves_a_k_anonymous_transcript_an_adaptive_attacker_can_re
     )
     defense = KDUFSL(SmashedDefenseSpec(k=4, sketch=8, sketch_refresh=2))
     run = train_ufsl(clients, spec, UFSLConfig(rounds=2, batch_size=32, lr=0.05), defense=defense)
-    assert defense.sketch is not None and defense.sketch.batches == 8
+    # each client tracks its own subspace on its own batches only (2 rounds x 2 batches)
+    assert sorted(defense.trackers) == [0, 1]
+    assert [t.batches for t in defense.trackers.values()] == [4, 4]
+    assert not np.array_equal(defense.trackers[0].basis, defense.trackers[1].basis)
     tr = SplitTranscript.load(run.transcript.save(tmp_path / "t"))
     assert tr.defense == SmashedDefenseSpec(k=4, sketch=8, sketch_refresh=2)
     for _, rows in tr.batches():

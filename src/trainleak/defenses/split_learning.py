@@ -464,13 +464,18 @@ class KDUFSL:
     """
 
     spec: SmashedDefenseSpec
-    sketch: SubspaceSketch | None = field(default=None, init=False, compare=False, repr=False)
+    trackers: dict[int, SubspaceSketch] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
-    def __post_init__(self) -> None:
-        if self.spec.sketch is not None:  # this client's tracked subspace (never sent)
-            object.__setattr__(
-                self, "sketch", SubspaceSketch(self.spec.sketch, self.spec.sketch_refresh)
-            )
+    def tracker(self, client: int = 0) -> SubspaceSketch | None:
+        """Client ``client``'s tracked subspace when the spec has a ``sketch`` (each client
+        keeps its own, fed only its own batches, and never sends it), else ``None``."""
+        if self.spec.sketch is None:
+            return None
+        if client not in self.trackers:
+            self.trackers[client] = SubspaceSketch(self.spec.sketch, self.spec.sketch_refresh)
+        return self.trackers[client]
 
     def perturb_input(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         s = self.spec
@@ -478,7 +483,11 @@ class KDUFSL:
             return x
         return clip_and_noise(x, s.clip, s.sigma, generator)
 
-    def transmit(self, smashed: torch.Tensor, generator: torch.Generator) -> Transmitted:
+    def transmit(
+        self, smashed: torch.Tensor, generator: torch.Generator, client: int = 0
+    ) -> Transmitted:
+        """What client ``client`` sends for its batch ``smashed`` (its own tracked subspace
+        when the spec has a ``sketch``)."""
         s = self.spec
         n = int(smashed.shape[0])
         _check_k(n, s.k)
@@ -489,7 +498,8 @@ class KDUFSL:
             out = clip_and_noise(out, s.clip, s.sigma, generator)
         if s.k == 1:
             return Transmitted(out, torch.arange(n))
-        groups = mdav(out, s.k) if self.sketch is None else self.sketch.group(out, s.k)
+        sketch = self.tracker(client)
+        groups = mdav(out, s.k) if sketch is None else sketch.group(out, s.k)
         return Transmitted(centroid_replace(out, groups), groups)
 
 

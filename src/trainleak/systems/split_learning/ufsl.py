@@ -123,14 +123,16 @@ def _step(
     y: torch.Tensor,
     defense: KDUFSL | None,
     g: torch.Generator,
+    client: int = 0,
 ) -> tuple[float, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One split step; returns the loss, the transmitted rows and the two gradients."""
+    """One split step of client ``client``; returns the loss, the transmitted rows and the
+    two gradients."""
     client_opt, server_opt = opts
     client_opt.zero_grad()
     server_opt.zero_grad()
     xb = defense.perturb_input(x, g) if defense is not None else x
     s = parts.head(xb)
-    tx = defense.transmit(s, g).rows if defense is not None else s
+    tx = defense.transmit(s, g, client).rows if defense is not None else s
     if not bool(torch.isfinite(tx).all()):
         raise ConfigError.invalid("smashed", "finite smashed data", "NaN or inf (diverged?)")
     s_srv = tx.detach().requires_grad_(True)
@@ -206,7 +208,7 @@ def train_ufsl(
             for _ in range(cfg.local_epochs):
                 for idx in _batches(len(x), cfg.batch_size, k, g):
                     loss, tx, sg, bg = _step(
-                        parts, (client_opt, server_opt), x[idx], y[idx], defense, g
+                        parts, (client_opt, server_opt), x[idx], y[idx], defense, g, c
                     )
                     round_loss.append(loss)
                     if record:
@@ -265,7 +267,8 @@ def split_accuracy(
     seed: int = 0,
 ) -> float:
     """Test accuracy of the split model; with ``defense``, the test batches go through it as
-    in deployment (noise, and MDAV within each batch of ``batch_size``)."""
+    in deployment (noise, and MDAV within each batch of ``batch_size``), sent as the first
+    client (with its tracked subspace when the defense is sketched)."""
     g = torch.Generator().manual_seed(seed)
     k = defense.spec.k if defense is not None else 1
     correct = 0
