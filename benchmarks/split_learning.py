@@ -33,6 +33,7 @@ accuracy at the experiment's 10 rounds and at 40.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -126,9 +127,9 @@ class _TimedMDAV:
         return out
 
 
-def _sketched(k: int) -> tuple[KDUFSL, _TimedMDAV]:
+def _sketched(k: int, sketch: SmashedDefenseSpec) -> tuple[KDUFSL, _TimedMDAV]:
     """The sketched defense at ``k`` and the timer around its grouping."""
-    d = KDUFSL(SmashedDefenseSpec(k=k, sketch=SKETCH.sketch, sketch_refresh=SKETCH.sketch_refresh))
+    d = KDUFSL(dataclasses.replace(sketch, k=k))
     tracker = d.tracker()  # the client the benchmark's steps are sent as
     assert tracker is not None
     timer = _TimedMDAV(tracker.group)
@@ -159,7 +160,9 @@ def client_step(
     opt.step()
 
 
-def _config_cost(dataset: str, repeats: int, seed: int) -> tuple[int, int, dict[str, list[float]]]:
+def _config_cost(
+    dataset: str, repeats: int, seed: int, sketch: SmashedDefenseSpec
+) -> tuple[int, int, dict[str, list[float]]]:
     """Interleaved timings on 256 real records through the experiment's split of
     ``dataset``."""
     task = split_task(dataset, 1, 256, 8, 8, seed)
@@ -187,8 +190,8 @@ def _config_cost(dataset: str, repeats: int, seed: int) -> tuple[int, int, dict[
     for k in KS:
         times |= {f"client_step_k{k}": [], f"mdav_in_step_k{k}": []}
         times |= {f"client_step_k{k}_sketch": [], f"mdav_in_step_k{k}_sketch": []}
-    sketched = {k: _sketched(k) for k in KS}
-    block = SKETCH.sketch_refresh
+    sketched = {k: _sketched(k, sketch) for k in KS}
+    block = sketch.sketch_refresh
     split_defense.mdav = timer  # type: ignore[assignment]
     try:
         for i in range(repeats + 3):  # the first 3 are warm-up
@@ -234,7 +237,7 @@ def _config_cost(dataset: str, repeats: int, seed: int) -> tuple[int, int, dict[
     return int(len(x)), int(smashed[0].numel()), times
 
 
-def mdav_cost(repeats: int, seed: int) -> dict[str, Any]:
+def mdav_cost(repeats: int, seed: int, sketch: SmashedDefenseSpec = SKETCH) -> dict[str, Any]:
     """For the seed's digits head (512-dim smashed data, the target's configuration) and the
     experiment's MNIST and CIFAR-10 heads: MDAV's time inside the defended client step at
     batch 256 against the undefended client step, interleaved; the ratio of the fastest
@@ -245,7 +248,7 @@ def mdav_cost(repeats: int, seed: int) -> dict[str, Any]:
         "clock": next(name for name, f in CLOCKS.items() if f is CLOCK[0]),
     }
     for dataset in CONFIGS:
-        batch, dim, times = _config_cost(dataset, repeats, seed)
+        batch, dim, times = _config_cost(dataset, repeats, seed, sketch)
         low = {key: min(v) for key, v in times.items()}
         med = {key: median(v) for key, v in times.items()}
         ratios = {f"k{k}": low[f"mdav_in_step_k{k}"] / low["client_step"] for k in KS}
@@ -293,7 +296,7 @@ def mdav_cost(repeats: int, seed: int) -> dict[str, Any]:
     out["target_ratio"] = 0.2
     out["target_dataset"] = "digits"
     out["met"] = out["digits"]["met"]
-    out["sketch"] = SKETCH.to_json()
+    out["sketch"] = sketch.to_json()
     out["sketch_met"] = out["digits"]["sketch_met"]
     return out
 
@@ -494,9 +497,8 @@ def _sketched_row(ds: str, c: dict[str, Any], k: int) -> str:
 
 def _sketch_timing_lines(mc: dict[str, Any]) -> list[str]:
     """The sketched-MDAV timing table of one ``mdav_cost`` result."""
-    lines: list[str] = []
     sk = mc["sketch"]
-    lines += [
+    lines = [
         f"Sketched MDAV (sketch = {sk['sketch']}: a tracked principal subspace, numba "
         f"loop), timed as means over blocks of {sk['sketch_refresh']} consecutive steps "
         "(each block holds its tracking step), interleaved with blocks of undefended steps; "
@@ -601,12 +603,12 @@ def main() -> None:
     path = OUT / "split_learning.json"  # parts not run keep their stored results
     res: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     if "mdav" in a.parts:
+        sketch = SmashedDefenseSpec(k=2, sketch=a.sketch, sketch_refresh=a.refresh)
         key = "mdav_cost"
-        if (a.sketch, a.refresh) != (SKETCH.sketch, SKETCH.sketch_refresh):
+        if sketch != SKETCH:  # another sketch: stored beside the default
             key = f"mdav_cost_sketch{a.sketch}"
             key += "" if a.refresh == SKETCH.sketch_refresh else f"_refresh{a.refresh}"
-            globals()["SKETCH"] = SmashedDefenseSpec(k=2, sketch=a.sketch, sketch_refresh=a.refresh)
-        res[key] = mdav_cost(a.repeats, a.seed)
+        res[key] = mdav_cost(a.repeats, a.seed, sketch)
     if "whitebox" in a.parts:
         res["whitebox_mnist"] = whitebox_mnist(a.rows, a.steps, a.seed)
     if "kd" in a.parts:

@@ -44,7 +44,7 @@ from trainleak.attacks.language.reconstruct import (
 )
 from trainleak.attacks.language.reward import contrastive_reward
 from trainleak.errors import ConfigError
-from trainleak.models.language import LanguageModel, LoraSettings, add_lora, encode
+from trainleak.models.language import LanguageModel, LoraSettings, add_lora
 from trainleak.progress import Progress
 from trainleak.releases.knowledge import Knowledge
 from trainleak.releases.language import LanguageModelRelease
@@ -172,7 +172,7 @@ class ADRA(_Reconstructing):
         texts = list(knowledge.candidate_texts or ())
         window = token_window(release.model, self.max_length)
         prompts = make_prompts(release.model, texts, self.prefix_ratio, window)
-        reward = self._reward(release, texts, prompts, generator)
+        reward, prior_cut = self._reward(release, texts, prompts, window, generator)
         policy = self._policy(release.model)
         eval_seed = int(torch.randint(2**31 - 1, (1,), generator=generator))
         evals: dict[int, ReconstructionScores] = {0: self._score(policy, prompts, eval_seed)}
@@ -209,28 +209,23 @@ class ADRA(_Reconstructing):
             trace=trace,
             diagnostics={
                 **_diagnostics(evals, trace, self._pick),
-                "truncated": self._truncated(release, texts, prompts, window),
+                # the prompts (prefixes) and, with the prior (ADRA+), the whole texts it scores
+                # are read as tokens; the reward compares suffixes as text, uncut
+                "truncated": max(prompts.truncated, prior_cut),
                 "max_length": window,
             },
         )
-
-    def _truncated(
-        self, release: LanguageModelRelease, texts: list[str], prompts: Prompts, window: int
-    ) -> int:
-        """Candidates read cut to ``window`` tokens: the prompts (prefixes), and with the prior
-        (ADRA+) the whole texts its passive score reads; the reward compares suffixes as
-        text, uncut."""
-        if not self.use_prior:
-            return prompts.truncated
-        return max(prompts.truncated, encode(release.model, texts, window).truncated)
 
     def _reward(
         self,
         release: LanguageModelRelease,
         texts: list[str],
         prompts: Prompts,
+        window: int,
         generator: torch.Generator,
-    ) -> Any:
+    ) -> tuple[Any, int]:
+        """The contrastive reward, and how many whole candidates the prior (ADRA+) read cut
+        to ``window`` tokens (0 without it)."""
         n = len(texts)
         k = min(self.distractors, n - 1)
         others = [
@@ -238,9 +233,9 @@ class ADRA(_Reconstructing):
             for i in range(n)
         ]
         prior: list[float | None] = [None] * n
+        prior_cut = 0
         if self.use_prior:
-            window = token_window(release.model, self.max_length)
-            target, _, _ = score_release(release, texts, window, self.micro_batch)
+            target, _, prior_cut = score_release(release, texts, window, self.micro_batch)
             mpp = passive_scores(target, texts, None, (self.prior_k,))[
                 score_name("minkpp", self.prior_k)
             ]
@@ -253,7 +248,7 @@ class ADRA(_Reconstructing):
                 text, suffixes[i], [suffixes[j] for j in others[i]], prior[i], ngram, self.len_tol
             )
 
-        return reward
+        return reward, prior_cut
 
     def _policy(self, model: LanguageModel) -> LanguageModel:
         policy = LanguageModel(
