@@ -3,6 +3,9 @@ where it holds and rows where it fails."""
 
 from __future__ import annotations
 
+import pytest
+
+from trainleak.errors import ShapeError
 from trainleak.experiments.atat_privacy_claims import (
     at_drops_nonrobust_cue,
     at_raises_attack,
@@ -16,6 +19,7 @@ from trainleak.experiments.atat_privacy_claims import (
 from trainleak.experiments.model_inversion_claims import (
     AtatPrivacyConfig,
     AttackRow,
+    ClassHitsRow,
     LeakageRow,
     ModelInversionAdaptiveConfig,
     RelianceRow,
@@ -89,11 +93,58 @@ def test_largest_gain_on_strongest_defenses_both_sides() -> None:
     assert not largest_gain_on_strongest_defenses(bad, ADA).holds
 
 
+def _hits(target: str, attack: str, ev: str, hits: list[int], per_class: int = 8) -> ClassHitsRow:
+    return ClassHitsRow(target, attack, ev, tuple(hits), (per_class,) * len(hits))
+
+
 def test_evaluators_disagree_both_sides() -> None:
-    same = [_a("at", "standard", 0.8), _a("at", "standard", 0.78, ev="robust")]
+    # 20 classes of 8 images: the robust evaluator misses one more image than the standard one
+    # in every class (0.875 against 0.750). The marginal intervals overlap (the first reading
+    # fails on these rows); the paired difference is 0.125 in every class, so it holds.
+    marg = [_a("at", "adaptive", 0.875, w=0.15), _a("at", "adaptive", 0.75, ev="robust", w=0.15)]
+    one_more = [
+        _hits("at", "adaptive", "standard", [7] * 20),
+        _hits("at", "adaptive", "robust", [6] * 20),
+    ]
+    c = evaluators_disagree([*marg, *one_more], ADA)
+    assert c.holds and c.evidence["disjoint"] == []
+    assert 0.12 < c.evidence["standard_minus_robust"] < 0.13
+    # the same marginal accuracies, the disagreement running both ways: half of the classes
+    # favour each evaluator by as much, so the paired difference is 0 and the claim fails
+    both_ways = [
+        _hits("at", "adaptive", "standard", [8] * 10 + [6] * 10),
+        _hits("at", "adaptive", "robust", [6] * 10 + [8] * 10),
+    ]
+    assert not evaluators_disagree([*marg, *both_ways], ADA).holds
+    # one image of one class apart over two sets of 160 images: no disagreement
+    near = [
+        _hits("at", "adaptive", "standard", [5] * 20),
+        _hits("at", "adaptive", "robust", [4] + [5] * 19),
+        _hits("mixup", "standard", "standard", [3] * 20),
+        _hits("mixup", "standard", "robust", [3] * 20),
+    ]
+    assert not evaluators_disagree(near, ADA).holds
+    # the robust evaluator scoring higher is a disagreement too
+    assert evaluators_disagree(
+        [
+            _hits("at", "adaptive", "standard", [2] * 20),
+            _hits("at", "adaptive", "robust", [4] * 20),
+        ],
+        ADA,
+    ).holds
+    # marginal scores only (no per-class hits): not tested, whatever the intervals say
     apart = [_a("at", "standard", 0.8), _a("at", "standard", 0.4, ev="robust")]
-    assert not evaluators_disagree(same, ADA).holds
-    assert evaluators_disagree(apart, ADA).holds
+    untested = evaluators_disagree(apart, ADA)
+    assert not untested.holds and "not_tested" in untested.evidence
+
+
+def test_evaluators_disagree_refuses_rows_of_different_images() -> None:
+    rows = [
+        _hits("at", "adaptive", "standard", [7] * 20),
+        _hits("at", "adaptive", "robust", [6] * 20, 9),
+    ]
+    with pytest.raises(ShapeError, match="different images"):
+        evaluators_disagree(rows, ADA)
 
 
 def test_leakage_tracks_robustness_both_sides() -> None:

@@ -16,6 +16,7 @@ from trainleak.experiments.model_inversion_adaptive import class_hits_row
 from trainleak.metrics.intervals import (
     class_bootstrap_interval,
     crossed_class_interval,
+    paired_class_difference_interval,
     paired_class_ratio_interval,
     paired_crossed_ratio_interval,
 )
@@ -129,3 +130,22 @@ def test_the_benchmark_pools_target_seeds_by_class() -> None:
     assert factor["factor"] == pytest.approx(1.5) and factor["per_run"] == [2.0, 1.0]
     assert factor["lo"] < 1.5 < factor["hi"]
     assert "factor/standard" not in out  # one attack on the undefended target only
+
+
+def test_paired_difference_interval_keeps_the_pairing() -> None:
+    rng = np.random.default_rng(3)
+    groups = np.repeat(np.arange(20), 8)
+    a = (rng.random(160) < 0.8).astype(float)
+    b = a.copy()
+    b[rng.choice(np.flatnonzero(a), 16, replace=False)] = 0.0  # b misses 16 of a's hits
+    d, lo, hi = paired_class_difference_interval(a, b, groups)
+    assert d == pytest.approx(0.1) and 0.0 < lo < d < hi
+    # the marginal intervals of the same outcomes overlap: only the pairing separates them
+    assert class_bootstrap_interval(b, groups)[1] > class_bootstrap_interval(a, groups)[0]
+    # the same outcomes shuffled between the two columns at random: the difference spans 0
+    swap = rng.random(160) < 0.5
+    x, y = np.where(swap, a, b), np.where(swap, b, a)
+    _, lo2, hi2 = paired_class_difference_interval(x, y, groups)
+    assert lo2 < 0.0 < hi2
+    with pytest.raises(ShapeError, match="paired outcomes"):
+        paired_class_difference_interval(a, b[:5], groups)

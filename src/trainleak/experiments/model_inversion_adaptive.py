@@ -35,6 +35,7 @@ from trainleak.experiments.base import Result, evaluate_claims, experiment, rows
 from trainleak.experiments.model_inversion_claims import (
     ADAPTIVE_CLAIMS,
     AttackRow,
+    ClassHitsRow,
     LeakageRow,
     ModelInversionAdaptiveConfig,
     Row,
@@ -59,6 +60,22 @@ def _leakage(name: str, hits: Hits, seed: int) -> list[LeakageRow]:
     return out
 
 
+def count_class_hits(
+    target: str,
+    attack: str,
+    evaluator: str,
+    hits: tuple[float, ...],
+    classes: tuple[int, ...],
+    c: int,
+) -> ClassHitsRow:
+    """One evaluator's Acc@1 hits and images of each of the ``c`` target classes."""
+    got, n = [0] * c, [0] * c
+    for h, k in zip(hits, classes, strict=True):
+        got[k] += int(h)
+        n[k] += 1
+    return ClassHitsRow(target, attack, evaluator, tuple(got), tuple(n))
+
+
 def class_hits_row(
     target: str,
     attack: str,
@@ -70,16 +87,16 @@ def class_hits_row(
     """One row of the ``class_hits`` table: the Acc@1 hits and the images of each target class
     (space-separated counts, class 0 first), so that replicates can be pooled with a
     class-level bootstrap (``benchmarks/model_inversion.py``)."""
-    got, n = [0] * c, [0] * c
-    for h, k in zip(hits, classes, strict=True):
-        got[k] += int(h)
-        n[k] += 1
+    return _hits_table_row(count_class_hits(target, attack, evaluator, hits, classes, c))
+
+
+def _hits_table_row(r: ClassHitsRow) -> dict[str, Any]:
     return {
-        "target": target,
-        "attack": attack,
-        "evaluator": evaluator,
-        "hits": " ".join(map(str, got)),
-        "images": " ".join(map(str, n)),
+        "target": r.target,
+        "attack": r.attack,
+        "evaluator": r.evaluator,
+        "hits": " ".join(map(str, r.hits)),
+        "images": " ".join(map(str, r.images)),
     }
 
 
@@ -110,7 +127,9 @@ def _one_target(
         classes = tuple(int(c) for c in rec.labels)
         for ev, a in scores.items():
             hits[(k, ev)] = (a.hits, classes)
-            class_hits.append(class_hits_row(name, k, ev, a.hits, classes, s.task.num_classes))
+            counted = count_class_hits(name, k, ev, a.hits, classes, s.task.num_classes)
+            rows.append(counted)  # the evaluators' paired outcomes, for the claims
+            class_hits.append(_hits_table_row(counted))
         if k == "adaptive" and name in ("standard", cfg.targets[-1]):
             images[f"grid_{name}"] = class_grid(
                 rec.inputs, rec.labels, *s.task.private, s.task.num_classes, min(cfg.final, 4)

@@ -18,7 +18,9 @@ from typing import Literal
 
 from pydantic import Field
 
+from trainleak.errors import ShapeError
 from trainleak.experiments.base import Claim, ExperimentConfig, claim, not_tested
+from trainleak.metrics.intervals import paired_class_difference_interval
 from trainleak.metrics.inversion import spearman
 from trainleak.scenarios.inversion_targets import TargetName
 from trainleak.validation import DEVICE_PATTERN
@@ -196,7 +198,20 @@ class RelianceRow:
     reliance: float
 
 
-Row = TargetRow | AttackRow | LeakageRow | RelianceRow
+@dataclass(frozen=True)
+class ClassHitsRow:
+    """One evaluator's Acc@1 hits on one reconstruction set, by target class: ``hits[c]`` of
+    the ``images[c]`` images of class ``c`` (class 0 first). Every evaluator scores the same
+    images of a set, so two evaluators' rows of one (target, attack) are paired."""
+
+    target: str
+    attack: str
+    evaluator: str
+    hits: tuple[int, ...]
+    images: tuple[int, ...]
+
+
+Row = TargetRow | AttackRow | LeakageRow | RelianceRow | ClassHitsRow
 
 
 def _acc(rows: Sequence[Row], attack: str, evaluator: str = "standard") -> dict[str, AttackRow]:
@@ -246,27 +261,66 @@ def largest_gain_on_strongest_defenses(rows: Sequence[Row], cfg: object) -> Clai
 
 
 def evaluators_disagree(rows: Sequence[Row], cfg: object) -> Claim:
-    """For some (target, attack) the standard and robust evaluators' Acc@1 intervals are
-    disjoint."""
-    text = "The standard and robust evaluators disagree"
-    std = {
-        (r.target, r.attack): r
+    """The standard and robust evaluators score the same reconstructions differently: over
+    every reconstruction set both scored (each target, each attack), the paired difference of
+    their Acc@1 has a 95% interval that excludes 0. The interval is the paired cluster
+    bootstrap over target classes (``metrics.intervals.paired_class_difference_interval``):
+    each resample draws classes and takes both evaluators' hits on those classes' images, so
+    images on which both agree add no spread. Reading before the tenth model-inversion pass
+    (docs/decisions.md): some set's two marginal intervals disjoint, kept in the evidence
+    (``disjoint``); two overlapping marginal intervals do not say that paired outcomes agree.
+    """
+    text = "The standard and robust evaluators disagree (paired over the same images)"
+    by = {
+        (r.target, r.attack, r.evaluator): r
         for r in rows
-        if isinstance(r, AttackRow) and r.evaluator == "standard"
+        if isinstance(r, ClassHitsRow) and r.evaluator in ("standard", "robust")
     }
-    rob = {
-        (r.target, r.attack): r
+    sets = sorted({(t, a) for t, a, e in by if (t, a, "standard") in by and (t, a, "robust") in by})
+    if not sets:
+        return not_tested(text, "no reconstruction set with both evaluators' per-class hits")
+    a: list[float] = []
+    b: list[float] = []
+    groups: list[int] = []
+    for t, atk in sets:
+        std, rob = by[(t, atk, "standard")], by[(t, atk, "robust")]
+        if std.images != rob.images:
+            raise ShapeError(f"{t}/{atk}: the two evaluators' rows count different images")
+        for c, n in enumerate(std.images):
+            a += [1.0] * std.hits[c] + [0.0] * (n - std.hits[c])
+            b += [1.0] * rob.hits[c] + [0.0] * (n - rob.hits[c])
+            groups += [c] * n
+    if not a:
+        return not_tested(text, "the reconstruction sets hold no images")
+    diff, lo, hi = paired_class_difference_interval(a, b, groups)
+    return claim(
+        text,
+        lo > 0 or hi < 0,
+        standard_minus_robust=diff,
+        interval_95=(lo, hi),
+        sets=len(sets),
+        images=len(a),
+        classes=len(set(groups)),
+        disjoint=_disjoint_marginals(rows),
+    )
+
+
+def _disjoint_marginals(rows: Sequence[Row]) -> list[str]:
+    """The (target, attack) sets whose two evaluators' marginal Acc@1 intervals are
+    disjoint (the claim's first reading)."""
+    score = {
+        (r.target, r.attack, r.evaluator): r
         for r in rows
-        if isinstance(r, AttackRow) and r.evaluator == "robust"
+        if isinstance(r, AttackRow) and r.evaluator in ("standard", "robust")
     }
-    common = sorted(set(std) & set(rob))
-    if not common:
-        return not_tested(text, "no image set scored by both evaluators")
-    apart = [
-        k for k in common if std[k].acc1_lo > rob[k].acc1_hi or rob[k].acc1_lo > std[k].acc1_hi
-    ]
-    gap = max(abs(std[k].acc1 - rob[k].acc1) for k in common)
-    return claim(text, bool(apart), disjoint=[f"{t}/{a}" for t, a in apart], max_gap=gap)
+    out = []
+    for t, atk, ev in sorted(score):
+        if ev != "standard" or (t, atk, "robust") not in score:
+            continue
+        s, r = score[(t, atk, "standard")], score[(t, atk, "robust")]
+        if s.acc1_lo > r.acc1_hi or r.acc1_lo > s.acc1_hi:
+            out.append(f"{t}/{atk}")
+    return out
 
 
 def leakage_tracks_robustness(rows: Sequence[Row], cfg: ModelInversionAdaptiveConfig) -> Claim:
