@@ -148,20 +148,28 @@ def _recovery(tables: Mapping[str, Any], ipc: int) -> dict[str, Any]:
 
 
 def _utility(tables: Mapping[str, Any]) -> dict[str, Any]:
-    """Per setting (algorithm / architecture / ipc / init): every accuracy pooled over seeds
-    and fresh networks, against the setting's random-subset draws."""
-    groups: dict[str, tuple[list[float], list[float], float]] = {}
+    """Per setting (algorithm / architecture / ipc / init) against the setting's random-subset
+    draws: with two or more distilled sets (seeds), each set's mean over its fresh networks
+    is one value (the unit of the experiment's claim); with one set (noise-initialised
+    settings, runs before the thirteenth pass), each network is (``unit`` says which)."""
+    groups: dict[str, tuple[dict[int, list[float]], list[float], float]] = {}
     rates: dict[str, dict[str, Any]] = {}
     for r in tables["utility"]:
         key = f"{r['algorithm']}/{r['architecture']}/ipc{r['ipc']}/{r['init']}"
-        dist, rand, _ = groups.setdefault(key, ([], list(r["random_accs"]), r["full_acc"]))
-        dist.extend(r["distilled_accs"])
+        sets, _, _ = groups.setdefault(key, ({}, list(r["random_accs"]), r["full_acc"]))
+        sets.setdefault(r["seed"], []).extend(r["distilled_accs"])
         lr = rates.setdefault(key, {"distilled_lr": [], "random_lr": r.get("random_lr")})
         lr["distilled_lr"].append(r.get("distilled_lr"))
-    return {
-        k: setting_summary(d, rnd) | {"full": full} | rates[k]
-        for k, (d, rnd, full) in sorted(groups.items())
-    }
+    out = {}
+    for k, (sets, rnd, full) in sorted(groups.items()):
+        per_set = len(sets) >= 2
+        dist = [mean(v) for _, v in sorted(sets.items())] if per_set else sum(sets.values(), [])
+        out[k] = (
+            setting_summary(dist, rnd)
+            | {"full": full, "unit": "set" if per_set else "network"}
+            | rates[k]
+        )
+    return out
 
 
 def beats_random(util: Mapping[str, Any]) -> bool:
@@ -238,10 +246,16 @@ def utility_lines(name: str, util: Mapping[str, Any]) -> list[str]:
         lines.append(
             f"| {k} | {v['distilled']:.3f} {_ci(v.get('distilled_95'))} | {v['random']:.3f} "
             f"{_ci(v.get('random_95'))} | {v['distilled'] - v['random']:+.3f} | "
-            f"{'n/a' if lb is None else f'{lb:+.3f}'} | {v.get('n', 'n/a')} | "
+            f"{'n/a' if lb is None else f'{lb:+.3f}'} | {v.get('n', 'n/a')}{_unit(v)} | "
             f"{'yes' if lb is not None and lb > 0 else 'NO'} | {_rates(v)} |"
         )
     return [*lines, ""]
+
+
+def _unit(v: Mapping[str, Any]) -> str:
+    """What the distilled side's count counts, where a run recorded it (sets from the
+    thirteenth pass on; before, networks on one set)."""
+    return {"set": " sets", "network": " networks"}.get(v.get("unit", ""), "")
 
 
 def _rates(v: Mapping[str, Any]) -> str:
@@ -299,8 +313,11 @@ def _markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
         "nearest-synthetic score. Utility: each setting (algorithm / architecture / ipc / init)",
         "against random real subsets of the same size trained with the same protocol (steps,",
         "learning rate, batch, augmentation); 'beats' = one-sided 95% Welch lower bound on the",
-        "gain above 0 (the experiment's claim, real-initialised settings). Rows without",
-        "intervals come from an earlier run that kept only means.",
+        "gain above 0 (the experiment's claim, real-initialised settings). The distilled side's",
+        "unit is a distilled set (its networks' mean) where n says 'sets' (from the thirteenth",
+        "pass); in earlier runs each network on one set was a unit, an interval that left out",
+        "the variation between distillations. Rows without intervals come from an earlier run",
+        "that kept only means.",
         "",
         *notes,
         "",

@@ -27,6 +27,7 @@ from trainleak.experiments.distillation_leakage_claims import (
     claim_reveals_architecture,
     claim_surrogate_membership,
 )
+from trainleak.metrics.intervals import difference_lower_bound
 
 CFG = DistillationLeakageConfig(algorithms=["dc", "dm"], architectures=["mlp", "convnet"])
 PAIRS = [(a, f) for a in ("dc", "dm") for f in ("mlp", "convnet")]
@@ -56,8 +57,34 @@ def test_beats_random_holds_when_every_setting_gains() -> None:
     assert good.holds and not good.evidence["failing"]
     assert len(good.evidence["settings"]) == 8  # 2 algorithms x 2 architectures x 2 ipc
     assert all(v["gain_lower_95"] > 0 for v in good.evidence["settings"].values())
-    # the replication unit is named: two distilled sets (seeds) per setting here
-    assert {v["distilled_sets"] for v in good.evidence["settings"].values()} == {2}
+    # the unit is a distilled set: two sets (seeds) of two networks per setting here
+    assert {v["n"] for v in good.evidence["settings"].values()} == {(2, 3)}
+    assert {tuple(v["networks_per_set"]) for v in good.evidence["settings"].values()} == {(2,)}
+
+
+def test_beats_random_takes_the_set_as_its_unit_not_the_network() -> None:
+    """Two sets per setting, each with four networks that agree closely, the sets 0.06
+    apart: an interval over the eight networks would credit the setting, one over the two
+    sets does not (the next distillation could land anywhere between them)."""
+    rand = [0.69, 0.70, 0.71]
+    rows = [
+        _urow(a, f, 10, seed, [0.7 + gain + d for d in (-0.002, 0.0, 0.0, 0.002)], rand)
+        for a, f in PAIRS
+        for seed, gain in ((0, 0.08), (1, 0.02))
+    ]
+    pooled = [v for r in rows[:2] for v in r.distilled_accs]
+    assert difference_lower_bound(pooled, rand, paired=False) > 0.02  # networks as the unit
+    bad = claim_beats_random(rows, CFG)
+    assert not bad.holds and len(bad.evidence["failing"]) == len(PAIRS)
+    assert bad.evidence["settings"]["dc/mlp/ipc10"]["set_means"] == pytest.approx([0.78, 0.72])
+    # the same sets 0.01 apart: the set-level interval credits them
+    close = [
+        dataclasses.replace(r, distilled_accs=tuple(v - 0.05 for v in r.distilled_accs))
+        if r.seed == 0
+        else dataclasses.replace(r, distilled_accs=tuple(v + 0.01 for v in r.distilled_accs))
+        for r in rows
+    ]
+    assert claim_beats_random(close, CFG).holds
 
 
 def test_beats_random_fails_on_one_losing_setting_even_when_the_mean_gain_is_positive() -> None:
@@ -103,6 +130,9 @@ def test_beats_random_counts_noise_init_out_and_needs_two_values_a_side() -> Non
     assert claim_beats_random(_utility(0.05) + noise, CFG).holds
     one = [dataclasses.replace(r, random_accs=(0.7,)) for r in _utility(0.05)]
     assert "not_tested" in claim_beats_random(one, CFG).evidence
+    one_set = [r for r in _utility(0.05) if r.seed == 0]  # one set, two networks, per setting
+    why = claim_beats_random(one_set, CFG).evidence["not_tested"]
+    assert "fewer than two distilled sets" in why
     assert "not_tested" in claim_beats_random(noise, CFG).evidence
 
 

@@ -27,6 +27,7 @@ from trainleak.attacks.distillation import (
 )
 from trainleak.data import load_digits
 from trainleak.errors import ConfigError
+from trainleak.experiments.distillation_leakage import _utility_jobs
 from trainleak.experiments.distillation_leakage import run as run_experiment
 from trainleak.experiments.distillation_leakage_claims import CLAIMS, DistillationLeakageConfig
 from trainleak.metrics.distillation import recovery_scores
@@ -35,6 +36,7 @@ from trainleak.models import model_spec
 from trainleak.models.fitting import fit
 from trainleak.models.registry import build_model
 from trainleak.releases.knowledge import Knowledge
+from trainleak.scenarios.distillation import candidate_specs, split_task
 from trainleak.scenarios.distillation_bank import build_shadow_bank
 from trainleak.systems.distillation import (
     ALGORITHMS,
@@ -396,3 +398,23 @@ def test_mtt_latest_start_grows_with_images_per_class_like_the_original() -> Non
     assert latest_start(MTTConfig(ipc=10, max_start_epoch=1)) == 1  # an explicit choice wins
     with pytest.raises(ConfigError, match="expert_steps"):
         MTTConfig(expert_epochs=2, expert_steps=3)
+
+
+def test_utility_jobs_complete_every_setting_to_utility_sets() -> None:
+    """The utility check distils, beyond the targets, exactly what brings every
+    real-initialised setting to ``utility_sets`` sets: at the targets' ipc every
+    architecture's next seeds, at the other ipcs the utility architecture's first ones."""
+    task = split_task("digits", 100, 100, 20)
+    specs = candidate_specs(["mlp", "convnet"], tuple(task.private[0].shape[1:]), 10)
+    cfg = DistillationLeakageConfig(
+        algorithms=["dc", "dm"], architectures=["mlp", "convnet"], utility_sets=3
+    )
+    jobs = _utility_jobs(cfg, task, specs)
+    at_ipc = {(a, f, 10, s) for a in ("dc", "dm") for f in ("mlp", "convnet") for s in (1, 2)}
+    at_one = {(a, "convnet", 1, s) for a in ("dc", "dm") for s in (0, 1, 2)}
+    assert set(jobs) == at_ipc | at_one
+    assert all(j.seed == 1000 + k[3] and j.config.ipc == k[2] for k, j in jobs.items())
+    assert all(j.config.init == "real" for j in jobs.values())
+    # targets already at three seeds: only the other ipc needs sets
+    more = cfg.model_copy(update={"target_seeds": 3})
+    assert set(_utility_jobs(more, task, specs)) == at_one

@@ -121,16 +121,27 @@ def _target_jobs(
 
 def _utility_jobs(
     cfg: DistillationLeakageConfig, task: Task, specs: dict[str, ModelSpec]
-) -> dict[tuple[str, int], DistillJob]:
-    """The utility architecture's real-initialised sets at the other ``utility_ipcs``."""
-    spec = specs[cfg.utility_architecture]
-    return {
-        (algo, ipc): DistillJob(
-            *task.private, task.num_classes, spec, dcfg, 1000, device=cfg.device
-        )
-        for ipc in (i for i in cfg.utility_ipcs if i != cfg.ipc)
-        for algo, dcfg in _configs(cfg, "real", ipc).items()
-    }
+) -> dict[tuple[str, str, int, int], DistillJob]:
+    """The real-initialised sets the utility check needs beyond the targets, by (algorithm,
+    architecture, ipc, seed): at ``cfg.ipc`` every architecture's sets after the targets'
+    seeds, at the other ``utility_ipcs`` the utility architecture's: every setting then has
+    ``utility_sets`` sets (more where the targets alone have more)."""
+    out: dict[tuple[str, str, int, int], DistillJob] = {}
+    for ipc in dict.fromkeys([cfg.ipc, *cfg.utility_ipcs]):
+        kinds = list(specs) if ipc == cfg.ipc else [cfg.utility_architecture]
+        first = cfg.target_seeds if ipc == cfg.ipc else 0
+        for algo, dcfg in _configs(cfg, "real", ipc).items():
+            for kind in kinds:
+                for s in range(first, cfg.utility_sets):
+                    out[(algo, kind, ipc, s)] = DistillJob(
+                        *task.private,
+                        task.num_classes,
+                        specs[kind],
+                        dcfg,
+                        1000 + s,
+                        device=cfg.device,
+                    )
+    return out
 
 
 def _targets(
@@ -340,8 +351,8 @@ def _utility_rows(
     # own training set)
     one = protocol.single_rate()
     runs = {(a, f, i, cfg.ipc, s): r for (a, f, i, s), r in targets.items()}
-    for (algo, ipc), dj in _utility_jobs(cfg, task, specs).items():
-        runs[(algo, cfg.utility_architecture, "real", ipc, 0)] = dj.run(cache)
+    for (algo, kind, ipc, seed), dj in _utility_jobs(cfg, task, specs).items():
+        runs[(algo, kind, "real", ipc, seed)] = dj.run(cache)
     full = {k: _Eval("full", spec, one, test, task.private) for k, spec in specs.items()}
     base = {
         (kind, ipc): _Eval("random", specs[kind], rand, test, task.private, ipc=ipc)
@@ -505,8 +516,11 @@ _NOTES = (
     "over the released images. Utility: test accuracy (auxiliary plus held-out records) of fresh "
     "networks trained on the set, beside random real subsets of the same size (trained the same "
     "way: steps, learning rate, batch, augmentation; MTT's learned rate is part of its release) "
-    "and all of D; the claim decides every setting (algorithm x architecture x ipc, "
-    "real-initialised) by a one-sided 95% Welch bound on the gain. [inferred]: the whole IRA "
+    "and all of D; every real-initialised setting (algorithm x architecture x ipc) has "
+    "`utility_sets` distilled sets (seeds 1000, 1001, ...; the target's first), and the claim "
+    "decides each setting by a one-sided 95% Welch bound on the gain with a set (its networks' "
+    "mean) as the unit, so the bound covers the variation between distillations. "
+    "[inferred]: the whole IRA "
     "pipeline, the fingerprint features, the DM loss normalisation, the small-scale algorithm "
     "settings."
 )
