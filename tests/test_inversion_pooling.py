@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from trainleak.errors import ShapeError
-from trainleak.experiments.model_inversion_adaptive import class_hits_row
+from trainleak.experiments.model_inversion_adaptive import class_hits_row, count_class_hits
 from trainleak.metrics.intervals import (
     class_bootstrap_interval,
     crossed_class_interval,
@@ -81,7 +81,10 @@ def test_the_crossed_ratio_keeps_the_pairing() -> None:
 
 
 def test_class_hits_row_counts_each_class() -> None:
-    row = class_hits_row("standard", "adaptive", "standard", (1.0, 0.0, 1.0, 1.0), (2, 2, 0, 2), 3)
+    counted = count_class_hits(
+        "standard", "adaptive", "standard", (1.0, 0.0, 1.0, 1.0), (2, 2, 0, 2), 3
+    )
+    row = class_hits_row(counted)
     assert row["hits"] == "1 0 2" and row["images"] == "1 0 3"
 
 

@@ -76,21 +76,10 @@ def count_class_hits(
     return ClassHitsRow(target, attack, evaluator, tuple(got), tuple(n))
 
 
-def class_hits_row(
-    target: str,
-    attack: str,
-    evaluator: str,
-    hits: tuple[float, ...],
-    classes: tuple[int, ...],
-    c: int,
-) -> dict[str, Any]:
+def class_hits_row(r: ClassHitsRow) -> dict[str, Any]:
     """One row of the ``class_hits`` table: the Acc@1 hits and the images of each target class
     (space-separated counts, class 0 first), so that replicates can be pooled with a
     class-level bootstrap (``benchmarks/model_inversion.py``)."""
-    return _hits_table_row(count_class_hits(target, attack, evaluator, hits, classes, c))
-
-
-def _hits_table_row(r: ClassHitsRow) -> dict[str, Any]:
     return {
         "target": r.target,
         "attack": r.attack,
@@ -129,7 +118,7 @@ def _one_target(
             hits[(k, ev)] = (a.hits, classes)
             counted = count_class_hits(name, k, ev, a.hits, classes, s.task.num_classes)
             rows.append(counted)  # the evaluators' paired outcomes, for the claims
-            class_hits.append(_hits_table_row(counted))
+            class_hits.append(class_hits_row(counted))
         if k == "adaptive" and name in ("standard", cfg.targets[-1]):
             images[f"grid_{name}"] = class_grid(
                 rec.inputs, rec.labels, *s.task.private, s.task.num_classes, min(cfg.final, 4)
