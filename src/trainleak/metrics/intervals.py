@@ -168,13 +168,9 @@ def paired_class_difference_interval(
             f"paired outcomes of lengths {len(x)} and {len(y)} for {len(g)} group labels "
             "(need equal lengths, >= 1)"
         )
-    keys = np.unique(g)
-    sd, counts = _group_sums(x - y, g, keys)
-    rng = np.random.default_rng(seed)
-    pick = rng.integers(0, len(keys), size=(n_boot, len(keys)))
-    diffs = sd[pick].sum(1) / counts[pick].sum(1)
-    lo, hi = np.quantile(diffs, [(1 - level) / 2, (1 + level) / 2])
-    return float(x.mean() - y.mean()), float(lo), float(hi)
+    # the cluster bootstrap of the per-item differences: one resample of groups for both
+    lo, hi = class_bootstrap_interval(x - y, g, level=level, n_boot=n_boot, seed=seed)
+    return float(x.mean() - y.mean()), lo, hi
 
 
 def paired_class_ratio_interval(
