@@ -15,7 +15,7 @@ import multiprocessing
 import resource
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import TypeVar
 
 import torch
@@ -73,7 +73,9 @@ def pmap(
         pending, done = set(index), 0
         try:
             while pending:
-                finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                # one item at a time, so progress moves as each job ends (FIRST_EXCEPTION
+                # would only return once every job had finished)
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for f in finished:
                     results[index[f]] = f.result()
                     done += 1
