@@ -17,9 +17,13 @@ writes; ``--targets``,
 ``--atat-weights`` and ``--atat-eps`` reduce the sweeps, as the recorded results did on the shared
 machine; ``--target-seed N --targets standard negls`` replicates those targets at another seed under
 the same prior and evaluators, key ``adaptive_tseedN``, and every write pools ``adaptive`` with the
-replicates). ``--device cuda`` runs every model and tensor there (the releases and the cache stay on
-the CPU; the dlib evaluator always runs on the CPU); ``--smoke`` runs a tiny configuration of both
-experiments on that device and writes nothing, to check the device path in seconds.
+replicates); ``--only atat --target-seed N --tag T`` replicates the atat-privacy targets, key
+``atat_tseedN<T>``, and pools the AT-AT target over ``atat<T>`` and every ``atat_tseed*<T>``
+(``pooled_atat<T>``: mean clean accuracy, ratio to the standard model with a crossed class x
+seed interval). ``--device cuda`` runs every model and tensor there (the releases and the
+cache stay on the CPU; the dlib evaluator always runs on the CPU); ``--smoke`` runs a tiny
+configuration of both experiments on that device and writes nothing, to check the device path
+in seconds.
 ``benchmarks/model_inversion_gpu.sh`` bundles what a GPU machine without pydantic, dlib or the data
 needs and runs the full sweep there.
 """
@@ -294,6 +298,81 @@ def summarise_atat(res: Mapping[str, Any], wall: float) -> dict[str, Any]:
     }
     out["best_atat"] = best
     out["target_atat_half"] = best is not None and acc[best]["acc1"] <= std / 2
+    out["class_hits"] = {
+        "standard": {
+            r["target"]: {
+                "hits": [int(v) for v in r["hits"].split()],
+                "images": [int(v) for v in r["images"].split()],
+            }
+            for r in res["tables"].get("class_hits", [])
+            if r["evaluator"] == "standard"
+        }
+    }
+    return out
+
+
+def _atat_replicates(summary: Mapping[str, Any], tag: str) -> list[str]:
+    """The atat-privacy runs of one group: ``atat<tag>`` and every ``atat_tseedN<tag>`` that
+    stored per-class hits (one run per target seed, the first in key order kept)."""
+    pattern = re.compile(r"atat(_tseed\d+)?" + re.escape(tag))
+    keys, seeds = [], set()
+    for key in sorted(summary):
+        run = summary[key]
+        if not pattern.fullmatch(key) or not run.get("class_hits", {}).get("standard"):
+            continue
+        seed = int(run.get("target_seed", 0))
+        if seed not in seeds:
+            keys.append(key)
+            seeds.add(seed)
+    return keys
+
+
+def pooled_atat(summary: Mapping[str, Any], tag: str, tolerance: float = 0.03) -> dict[str, Any]:
+    """The AT-AT target over target seeds: the atat-privacy runs ``atat<tag>`` and
+    ``atat_tseedN<tag>`` (same prior and evaluators, other target seeds) pooled. Per model: the
+    mean clean accuracy over the runs (each on the 40 held-out faces) and the standard
+    attack's Acc@1 under the standard evaluator with its crossed class x seed interval; per
+    AT-AT model, Acc@1 / the standard model's, paired by class and seed
+    (``paired_crossed_ratio_interval``). The target holds for the AT-AT model of lowest ratio
+    among those whose mean clean accuracy is within ``tolerance`` of the standard model's when
+    its ratio is at most 1/2; ``interval_below_half`` says whether the upper bound is too."""
+    keys = _atat_replicates(summary, tag)
+    runs = [summary[k] for k in keys]
+    out: dict[str, Any] = {"runs": keys, "evaluator": "standard"}
+    if len(runs) < 2:
+        return out
+    names = [m for m in runs[0]["models"] if all(m in r["class_hits"]["standard"] for r in runs)]
+    entries = {
+        m: [(int(r.get("target_seed", 0)), r["class_hits"]["standard"][m]) for r in runs]
+        for m in names
+    }
+    models: dict[str, Any] = {}
+    for m in names:
+        h, c, r = _images(entries[m])
+        lo, hi = crossed_class_interval(h, c, r)
+        clean = [float(run["models"][m]["clean"]) for run in runs]
+        models[m] = {
+            "clean": float(np.mean(clean)),
+            "clean_per_run": clean,
+            "acc1": float(np.mean(h)),
+            "lo": lo,
+            "hi": hi,
+            "per_run": [_rate(e) for _, e in entries[m]],
+        }
+        if m.startswith("atat") and "standard" in entries:
+            f, flo, fhi = paired_crossed_ratio_interval(
+                _images(entries[m]), _images(entries["standard"])
+            )
+            models[m]["ratio"] = [f, flo, fhi]
+    out["models"] = models
+    std_clean = models["standard"]["clean"] if "standard" in models else math.nan
+    ok = [
+        m for m, v in models.items() if "ratio" in v and v["clean"] >= std_clean - tolerance - 1e-12
+    ]
+    best = min(ok, key=lambda m: models[m]["ratio"][0], default=None)
+    out["best_atat"] = best
+    out["target_atat_half"] = best is not None and models[best]["ratio"][0] <= 0.5
+    out["interval_below_half"] = best is not None and models[best]["ratio"][2] <= 0.5
     return out
 
 
@@ -401,7 +480,40 @@ def _markdown(summary: Mapping[str, Any]) -> str:
         lines += _pooled_md(summary["pooled"])
     for key in sorted(k for k in summary if k.startswith("atat")):
         lines += _atat_md(summary[key])
+    for key in sorted(k for k in summary if k.startswith("pooled_atat")):
+        lines += _pooled_atat_md(summary[key])
     return "\n".join(lines) + "\n"
+
+
+def _pooled_atat_md(p: Mapping[str, Any]) -> list[str]:
+    lines = [
+        "",
+        f"atat-privacy pooled over target seeds ({', '.join(p['runs'])}), standard attack, "
+        f"{p['evaluator']} evaluator; intervals: crossed class x seed bootstrap",
+        "",
+    ]
+    if "models" not in p:
+        return [*lines, "fewer than two runs: nothing pooled", ""]
+    lines += [
+        "| model | clean (mean; per run) | Acc@1 [95% CI] | per run | / standard [95% CI] |",
+        "|---|---|---|---|---|",
+    ]
+    for m, v in p["models"].items():
+        clean = ", ".join(f"{a:.3f}" for a in v["clean_per_run"])
+        runs = ", ".join(f"{a:.3f}" for a in v["per_run"])
+        ratio = "{:.2f} [{:.2f}, {:.2f}]".format(*v["ratio"]) if "ratio" in v else ""
+        lines.append(
+            f"| {m} | {v['clean']:.3f} ({clean}) | {v['acc1']:.3f} [{v['lo']:.3f}, "
+            f"{v['hi']:.3f}] | {runs} | {ratio} |"
+        )
+    return [
+        *lines,
+        "",
+        f"Target AT-AT <= half of standard at mean clean within 3 points: "
+        f"{p['target_atat_half']} (best {p['best_atat']}; interval below half: "
+        f"{p['interval_below_half']})",
+        "",
+    ]
 
 
 def _plain(res: Result) -> dict[str, Any]:
@@ -430,9 +542,13 @@ def _run_both(
         new["ceilings"] = ceilings(ModelInversionAdaptiveConfig(**ada_cfg))
     if only in (None, "atat"):
         start = time.perf_counter()
-        res = atat_privacy.run(AtatPrivacyConfig(**atat_cfg))
+        acfg = AtatPrivacyConfig(**atat_cfg)
+        res = atat_privacy.run(acfg)
         new["atat" + tag] = summarise_atat(_plain(res), time.perf_counter() - start)
         new["atat" + tag]["device"] = device
+        new["atat" + tag]["target_seed"] = (
+            acfg.seed if acfg.target_seed is None else acfg.target_seed
+        )
     return new
 
 
@@ -473,7 +589,8 @@ def main() -> None:
         type=int,
         default=None,
         help="replicate the targets at this seed (same prior and evaluators); key "
-        "adaptive_tseedN, pooled with the run 'adaptive'",
+        "adaptive_tseedN, pooled with the run 'adaptive'; with --only atat, key "
+        "atat_tseedN<tag>, pooled with atat<tag> and the other atat_tseed*<tag> runs",
     )
     parser.add_argument("--device", default="cpu", help="torch device of the run (cpu, cuda)")
     parser.add_argument("--smoke", action="store_true", help="tiny run, nothing written")
@@ -485,13 +602,18 @@ def main() -> None:
         args.targets = args.targets or ["standard", "atat"]
         args.atat_weights, args.atat_eps = [0.08], [0.005]
     targets = {"targets": args.targets} if args.targets else {}
+    group = args.tag
     if args.target_seed is not None:
         targets["target_seed"] = args.target_seed
-        # a tag suffixes the replicate's key (``adaptive_tseedN<tag>``); only the untagged
-        # replicates are pooled
-        args.only, args.tag = "adaptive", f"_tseed{args.target_seed}{args.tag}"
+        # a tag suffixes the replicate's key (``adaptive_tseedN<tag>``, ``atat_tseedN<tag>``);
+        # only the untagged adaptive replicates are pooled, the atat ones by their tag
+        args.only = "atat" if args.only == "atat" else "adaptive"
+        args.tag = f"_tseed{args.target_seed}{args.tag}"
     ada_cfg: dict[str, Any] = {**ORL, **ORL_ADAPTIVE, **over, **targets}
     atat_cfg: dict[str, Any] = {**ORL, **ORL_ATAT, **over}
+    if args.only == "atat" and args.target_seed is not None:
+        atat_cfg["target_seed"] = args.target_seed
+        ada_cfg.pop("target_seed")
     if args.atat_weights:
         atat_cfg["atat_weights"] = args.atat_weights
     if args.atat_eps:
@@ -511,6 +633,8 @@ def main() -> None:
     summary: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     summary.update(new)
     summary["pooled"] = pooled(summary)
+    if args.only == "atat":
+        summary["pooled_atat" + group] = pooled_atat(summary, group)
     path.write_text(json.dumps(to_jsonable(summary), indent=2))
     (OUT / "model_inversion.md").write_text(_markdown(summary))
     print(_markdown(summary))

@@ -69,6 +69,13 @@ def test_atat_privacy_runs(data_dir: Path, tmp_path: Path) -> None:
     got = [(r["target"], r["seed"]) for r in res.tables["reliance"]]
     assert got == [(n, s) for n in names[:3] for s in (0, 1)] and "cue_reliance" in res.figures
     assert all(r["to_robust"] + r["to_nonrobust"] <= r["n"] for r in res.tables["reliance"])
+    # each model's standard-attack hits by class, for pooling target seeds (the benchmark)
+    hits = {(r["target"], r["evaluator"]): r for r in res.tables["class_hits"]}
+    standard = [r for r in res.tables["attacks"] if r["attack"] == "standard"]
+    assert len(hits) == len(standard) == 5 * 2
+    for r in standard:
+        counts = [int(v) for v in hits[(r["target"], r["evaluator"])]["hits"].split()]
+        assert sum(counts) == round(r["acc1"] * r["n"]) and len(counts) == 5
 
 
 def test_unknown_target_is_a_config_error() -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from trainleak.errors import ShapeError
-from trainleak.experiments.model_inversion_adaptive import class_hits_row, count_class_hits
+from trainleak.experiments._inversion_common import class_hits_row, count_class_hits
 from trainleak.metrics.intervals import (
     class_bootstrap_interval,
     crossed_class_interval,
@@ -152,3 +152,57 @@ def test_paired_difference_interval_keeps_the_pairing() -> None:
     assert lo2 < 0.0 < hi2
     with pytest.raises(ShapeError, match="paired outcomes"):
         paired_class_difference_interval(a, b[:5], groups)
+
+
+def _atat_run(seed: int, models: dict[str, tuple[float, list[int]]]) -> dict[str, Any]:
+    """An atat-privacy summary: per model, (clean accuracy, per-class hits of K images)."""
+    return {
+        "target_seed": seed,
+        "models": {
+            m: {"clean": c, "acc1": sum(h) / (K * C), "robust": 0.0} for m, (c, h) in models.items()
+        },
+        "class_hits": {
+            "standard": {m: {"hits": h, "images": [K] * C} for m, (_, h) in models.items()}
+        },
+    }
+
+
+def test_the_atat_target_pools_target_seeds_by_tag() -> None:
+    std = [6] * 20  # 0.75
+    half = [3] * 20  # 0.375: half the standard's
+    most = [5] * 20  # 0.625
+    summary = {
+        "atat_x": _atat_run(
+            0, {"standard": (0.85, std), "atat-a": (0.85, half), "atat-b": (0.85, most)}
+        ),
+        "atat_tseed1_x": _atat_run(
+            1, {"standard": (0.85, std), "atat-a": (0.80, half), "atat-b": (0.85, most)}
+        ),
+        "atat_tseed1_y": _atat_run(1, {"standard": (0.85, half)}),  # another group
+        "atat": _atat_run(0, {"standard": (0.85, half)}),
+    }
+    bench = _bench()
+    out = bench.pooled_atat(summary, "_x")
+    assert out["runs"] == ["atat_tseed1_x", "atat_x"]
+    a, b = out["models"]["atat-a"], out["models"]["atat-b"]
+    assert a["clean"] == pytest.approx(0.825) and a["clean_per_run"] == [0.80, 0.85]
+    assert a["ratio"][0] == pytest.approx(0.5) and b["ratio"][0] == pytest.approx(5 / 6)
+    assert "ratio" not in out["models"]["standard"]
+    # atat-a: 2.5 points of clean accuracy lost on average, within the 3 allowed; half
+    assert out["best_atat"] == "atat-a" and out["target_atat_half"]
+    # identical classes on every seed: no spread, the interval is the point
+    assert out["interval_below_half"]
+    # the same runs with atat-a 5 points below the standard: only atat-b qualifies
+    summary["atat_tseed1_x"]["models"]["atat-a"]["clean"] = 0.75
+    out = bench.pooled_atat(summary, "_x")
+    assert out["best_atat"] == "atat-b" and not out["target_atat_half"]
+    # one run of a group: nothing to pool
+    assert "models" not in bench.pooled_atat(summary, "_y")
+    # half on average, but all of it on half the classes: the point meets the target, the
+    # class interval reaches above one half
+    spread = [6] * 10 + [0] * 10
+    for key in ("atat_x", "atat_tseed1_x"):
+        summary[key]["class_hits"]["standard"]["atat-b"]["hits"] = spread
+    out = bench.pooled_atat(summary, "_x")
+    assert out["models"]["atat-b"]["ratio"][0] == pytest.approx(0.5)
+    assert out["target_atat_half"] and not out["interval_below_half"]

@@ -62,17 +62,30 @@ def test_faces_train_their_targets_on_mirrors_by_default() -> None:
     assert target_flip(get_experiment("atat-privacy").make_config({"target_flip": True}))
 
 
+@pytest.mark.parametrize(
+    ("name", "only", "table", "new"),
+    [
+        ("model-inversion-adaptive", {"targets": ["standard"]}, "targets", 1),
+        # standard, AT, one AT-AT, memorising and drop-layer models (no two-cue models)
+        (
+            "atat-privacy",
+            {"atat_weights": [0.3], "atat_eps": [0.01], "reliance_seeds": 0},
+            "models",
+            5,
+        ),
+    ],
+)
 def test_target_seed_replicates_the_targets_under_the_same_prior_and_evaluators(
-    data_dir: Path, tmp_path: Path
+    data_dir: Path, tmp_path: Path, name: str, only: dict[str, object], table: str, new: int
 ) -> None:
-    exp = get_experiment("model-inversion-adaptive")
-    tiny = {**TINY, "targets": ["standard"], "cache_dir": str(tmp_path)}
+    exp = get_experiment(name)
+    tiny = {**TINY, **only, "cache_dir": str(tmp_path)}
     first = exp.run(exp.make_config(tiny))
     files = set(tmp_path.iterdir())
     again = exp.run(exp.make_config({**tiny, "target_seed": 3}))
-    # one new entry (the target); the prior and both evaluators were reused
-    assert len(set(tmp_path.iterdir()) - files) == 1
-    assert first.tables["targets"] != again.tables["targets"]
+    # new entries for the targets only; the prior and both evaluators were reused
+    assert len(set(tmp_path.iterdir()) - files) == new
+    assert first.tables[table] != again.tables[table]
 
 
 def test_the_crop_strength_reaches_the_transforms() -> None:

@@ -6,12 +6,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from trainleak.attacks.base import Reconstruction
 from trainleak.attacks.inversion import AdaptiveInversion, GenerativeInversion, PriorOnly
-from trainleak.experiments.model_inversion_claims import AttackRow, InversionConfig, TargetRow
+from trainleak.experiments.model_inversion_claims import (
+    AttackRow,
+    ClassHitsRow,
+    InversionConfig,
+    TargetRow,
+)
 from trainleak.metrics.face_identity import DlibEmbedder, identity_score
 from trainleak.metrics.inversion import AttackAccuracy, feature_hsic, robustness_profile
 from trainleak.releases.classifier import ClassifierRelease, GenerativePrior
@@ -163,3 +169,32 @@ def attack_rows(
             )
         )
     return rows
+
+
+def count_class_hits(
+    target: str,
+    attack: str,
+    evaluator: str,
+    hits: tuple[float, ...],
+    classes: tuple[int, ...],
+    c: int,
+) -> ClassHitsRow:
+    """One evaluator's Acc@1 hits and images of each of the ``c`` target classes."""
+    got, n = [0] * c, [0] * c
+    for h, k in zip(hits, classes, strict=True):
+        got[k] += int(h)
+        n[k] += 1
+    return ClassHitsRow(target, attack, evaluator, tuple(got), tuple(n))
+
+
+def class_hits_row(r: ClassHitsRow) -> dict[str, Any]:
+    """One row of the ``class_hits`` table: the Acc@1 hits and the images of each target class
+    (space-separated counts, class 0 first), so that replicates can be pooled with a
+    class-level bootstrap (``benchmarks/model_inversion.py``)."""
+    return {
+        "target": r.target,
+        "attack": r.attack,
+        "evaluator": r.evaluator,
+        "hits": " ".join(map(str, r.hits)),
+        "images": " ".join(map(str, r.images)),
+    }

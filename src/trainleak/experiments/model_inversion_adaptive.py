@@ -20,6 +20,8 @@ from trainleak.experiments._inversion_common import (
     Setup,
     attack_rows,
     attacks,
+    class_hits_row,
+    count_class_hits,
     setup,
     target_flip,
     target_row,
@@ -35,7 +37,6 @@ from trainleak.experiments.base import Result, evaluate_claims, experiment, rows
 from trainleak.experiments.model_inversion_claims import (
     ADAPTIVE_CLAIMS,
     AttackRow,
-    ClassHitsRow,
     LeakageRow,
     ModelInversionAdaptiveConfig,
     Row,
@@ -58,35 +59,6 @@ def _leakage(name: str, hits: Hits, seed: int) -> list[LeakageRow]:
             f, lo, hi = paired_class_ratio_interval(a, ga, b, gb, seed=seed)
             out.append(LeakageRow(name, ev, f, lo, hi))
     return out
-
-
-def count_class_hits(
-    target: str,
-    attack: str,
-    evaluator: str,
-    hits: tuple[float, ...],
-    classes: tuple[int, ...],
-    c: int,
-) -> ClassHitsRow:
-    """One evaluator's Acc@1 hits and images of each of the ``c`` target classes."""
-    got, n = [0] * c, [0] * c
-    for h, k in zip(hits, classes, strict=True):
-        got[k] += int(h)
-        n[k] += 1
-    return ClassHitsRow(target, attack, evaluator, tuple(got), tuple(n))
-
-
-def class_hits_row(r: ClassHitsRow) -> dict[str, Any]:
-    """One row of the ``class_hits`` table: the Acc@1 hits and the images of each target class
-    (space-separated counts, class 0 first), so that replicates can be pooled with a
-    class-level bootstrap (``benchmarks/model_inversion.py``)."""
-    return {
-        "target": r.target,
-        "attack": r.attack,
-        "evaluator": r.evaluator,
-        "hits": " ".join(map(str, r.hits)),
-        "images": " ".join(map(str, r.images)),
-    }
 
 
 def _one_target(

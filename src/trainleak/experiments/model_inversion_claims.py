@@ -39,6 +39,9 @@ class InversionConfig(ExperimentConfig):
     first hidden layer's activations, relative l1 radius 0.05): chosen on the public-identity
     development task (docs/decisions.md, model inversion seventh pass); the attack class
     itself keeps it off, since a prior of the user's may not expose its features.
+    ``target_seed``: seed of the targets and (plus one) of the attacks, ``None``: ``seed``;
+    the prior and the evaluators keep ``seed``, so runs that differ only in it replicate the
+    targets under the same instruments.
     """
 
     dataset: Dataset = "mnist"
@@ -72,6 +75,7 @@ class InversionConfig(ExperimentConfig):
     cache_dir: str | None = None
     use_cache: bool = True
     device: str = Field("cpu", pattern=DEVICE_PATTERN)
+    target_seed: int | None = Field(None, ge=0)
 
 
 ADAPTIVE_TARGETS: tuple[TargetName, ...] = (
@@ -87,15 +91,12 @@ ADAPTIVE_TARGETS: tuple[TargetName, ...] = (
 
 
 class ModelInversionAdaptiveConfig(InversionConfig):
-    """Config of ``model-inversion-adaptive``. ``target_seed``: seed of the targets and (plus
-    one) of the attacks, ``None``: ``seed``; the prior and the evaluators keep ``seed``, so
-    runs that differ only in it replicate the targets under the same instruments."""
+    """Config of ``model-inversion-adaptive``."""
 
     targets: list[TargetName] = Field(default_factory=lambda: list(ADAPTIVE_TARGETS))
     atat_weight: float = Field(0.08, gt=0)
     atat_eps: float = Field(0.005, gt=0)
     negls_warmup: float = Field(0.5, ge=0, lt=1)
-    target_seed: int | None = Field(None, ge=0)
     min_rho: float = Field(0.5, ge=-1, le=1)
 
 
