@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainleak.attacks.distillation._common import spec_key, tensor_hash
 from trainleak.linalg import cosine_gap
 from trainleak.models.embedding import embed
 from trainleak.models.registry import build_model
@@ -54,23 +55,48 @@ def _dc_distance(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return total / max(len(a), 1)
 
 
+def _aux_grads(
+    net: nn.Module, aux: tuple[torch.Tensor, torch.Tensor], classes: list[int]
+) -> list[list[torch.Tensor]]:
+    """The weight gradients of ``net`` on each class's auxiliary records."""
+    return [_weight_grads(net, *aux_at(aux, aux[1] == c)) for c in classes]
+
+
 def _gradient_residual(
     net: nn.Module,
     syn: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-    aux: tuple[torch.Tensor, torch.Tensor],
+    ref: list[list[torch.Tensor]],
     classes: list[int],
 ) -> float:
-    """Mean over classes of the DC distance between the set's and the auxiliary gradients."""
+    """Mean over classes of the DC distance between the set's gradients and ``ref``, the
+    auxiliary gradients of each class (:func:`_aux_grads` of the same network)."""
     x, y, hard = syn
     out = []
-    for c in classes:
-        mine, ref = hard == c, aux[1] == c
-        out.append(
-            _dc_distance(
-                _weight_grads(net, x[mine], y[mine]), _weight_grads(net, *aux_at(aux, ref))
-            )
-        )
+    for c, grads in zip(classes, ref, strict=True):
+        mine = hard == c
+        out.append(_dc_distance(_weight_grads(net, x[mine], y[mine]), grads))
     return sum(out) / len(out)
+
+
+_INIT_REF: dict[str, list[list[torch.Tensor]]] = {}
+"""The auxiliary gradients of the freshly initialised networks, by (architecture, network
+seed, auxiliary records, classes): the same for every set fingerprinted against the same
+records, so each is computed once per run instead of once per set."""
+
+
+def _init_ref(
+    net: nn.Module,
+    key: str,
+    aux: tuple[torch.Tensor, torch.Tensor],
+    classes: list[int],
+) -> list[list[torch.Tensor]]:
+    hit = _INIT_REF.get(key)
+    if hit is None:
+        hit = _aux_grads(net, aux, classes)
+        if len(_INIT_REF) >= 256:
+            _INIT_REF.clear()
+        _INIT_REF[key] = hit
+    return hit
 
 
 def aux_at(
@@ -113,15 +139,20 @@ def objective_residuals(
     if not classes:
         return [0.0] * FEATURES_PER_ARCHITECTURE
     sums = [0.0] * FEATURES_PER_ARCHITECTURE
+    where = f"{spec_key([spec])}|{tensor_hash(*aux)}|{classes}"
     for i in range(inits):
-        net = build_model(spec, seed=seed * 1000 + 500 + i)
+        net_seed = seed * 1000 + 500 + i
+        net = build_model(spec, seed=net_seed)
         sums[2] += _embedding_residual(net, x, hard, aux, classes)
-        sums[0] += _gradient_residual(net, (x, labels, hard), aux, classes)
+        at_init = _init_ref(net, f"{where}|{net_seed}", aux, classes)
+        sums[0] += _gradient_residual(net, (x, labels, hard), at_init, classes)
         opt = torch.optim.SGD(net.parameters(), lr=lr)
         for _ in range(steps):
             loss = F.cross_entropy(net(x), labels)
             opt.zero_grad()
             loss.backward()
             opt.step()
-        sums[1] += _gradient_residual(net, (x, labels, hard), aux, classes)
+        sums[1] += _gradient_residual(
+            net, (x, labels, hard), _aux_grads(net, aux, classes), classes
+        )
     return [math.log(max(v / inits, 1e-12)) for v in sums]
