@@ -11,10 +11,11 @@ here, one after the other.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import resource
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import TypeVar
 
@@ -58,20 +59,44 @@ def pmap(
     Raises:
         Exception: the first error a job raised (the jobs not yet started are cancelled).
     """
+    with pmap_started(fn, items, workers) as collect:
+        return collect(progress, label)
+
+
+Collect = Callable[[Progress | None, str], list[R]]
+
+
+@contextlib.contextmanager
+def pmap_started(fn: Callable[[T], R], items: Sequence[T], workers: int) -> Iterator[Collect[R]]:
+    """:func:`pmap`'s jobs submitted to the workers now, their results collected later: the
+    caller works meanwhile (in this process, with :func:`one_thread` where the workers
+    already fill the cores) and then calls the yielded ``collect(progress, label)`` inside
+    the block. With ``workers <= 1`` (or one item) nothing starts early: ``collect`` maps
+    the items here. Leaving the block cancels the jobs not yet started and waits for the rest.
+
+    Raises:
+        Exception: from ``collect``, the first error a job raised.
+    """
     n = len(items)
     if workers <= 1 or n <= 1:
-        out = []
-        for i, item in enumerate(items):
-            out.append(fn(item))
-            if progress is not None:
-                progress(label, i + 1, n)
-        return out
-    results: list[R | None] = [None] * n
+
+        def here(progress: Progress | None, label: str) -> list[R]:
+            out = []
+            for i, item in enumerate(items):
+                out.append(fn(item))
+                if progress is not None:
+                    progress(label, i + 1, n)
+            return out
+
+        yield here
+        return
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(min(workers, n), ctx, _single_thread) as pool:
         index: dict[Future[R], int] = {pool.submit(fn, item): i for i, item in enumerate(items)}
-        pending, done = set(index), 0
-        try:
+
+        def gather(progress: Progress | None, label: str) -> list[R]:
+            results: list[R | None] = [None] * n
+            pending, done = set(index), 0
             while pending:
                 # one item at a time, so progress moves as each job ends (FIRST_EXCEPTION
                 # would only return once every job had finished)
@@ -81,8 +106,23 @@ def pmap(
                     done += 1
                     if progress is not None:
                         progress(label, done, n)
-        except BaseException:
-            for f in pending:
+            return results  # type: ignore[return-value]
+
+        try:
+            yield gather
+        finally:
+            for f in index:
                 f.cancel()
-            raise
-    return results  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """This process's torch ops on one thread for the block (then the former count): while
+    worker processes fill the cores, a second intra-op thread only competes with them, and
+    on the small networks of the experiments it does not speed this process up either."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -50,7 +50,7 @@ from trainleak.experiments.distillation_leakage_claims import (
 from trainleak.metrics.distillation import recovery_scores
 from trainleak.models.fitting import accuracy
 from trainleak.models.spec import ModelSpec
-from trainleak.parallel import cpu_times, pmap
+from trainleak.parallel import cpu_times, one_thread, pmap_started
 from trainleak.progress import Progress
 from trainleak.releases.distilled import DistilledSet
 from trainleak.releases.knowledge import Knowledge
@@ -86,6 +86,8 @@ from trainleak.systems.distillation import (
 
 Key = tuple[str, str, str, int]
 """(algorithm, architecture, init, seed) of a target set."""
+SetKey = tuple[str, str, str, int, int]
+"""(algorithm, architecture, init, ipc, seed) of a set the utility check evaluates."""
 
 
 def _configs(cfg: DistillationLeakageConfig, init: str, ipc: int) -> dict[str, DistillConfig]:
@@ -335,15 +337,16 @@ def _evaluate(job: _Eval) -> Evaluation | float:
     )
 
 
-def _utility_rows(
+def _utility_evals(
     cfg: DistillationLeakageConfig,
     task: Task,
     specs: dict[str, ModelSpec],
     targets: dict[Key, DistillationRun],
     cache: Path | None,
     protocol: EvalProtocol,
-    progress: Progress | None = None,
-) -> list[UtilityRow]:
+) -> tuple[dict[SetKey, _Eval], dict[tuple[str, int], _Eval], dict[str, _Eval]]:
+    """The utility check's pieces: every released set, the random subsets of each
+    (architecture, ipc) and the full-data reference of each architecture."""
     test = (torch.cat([task.aux[0], task.holdout[0]]), torch.cat([task.aux[1], task.holdout[1]]))
     # the random subsets are trained exactly as the distilled sets (steps, lr, batch, augment)
     rand = dataclasses.replace(protocol, models=cfg.random_draws)
@@ -362,8 +365,16 @@ def _utility_rows(
         key: _Eval("set", specs[key[1]], protocol, test, task.private, run.release, seed=key[4])
         for key, run in runs.items()
     }
-    jobs = [*full.values(), *base.values(), *sets.values()]
-    done = dict(zip(jobs, pmap(_evaluate, jobs, cfg.workers, progress, "utility"), strict=True))
+    return sets, base, full
+
+
+def _utility_rows(
+    sets: dict[SetKey, _Eval],
+    base: dict[tuple[str, int], _Eval],
+    full: dict[str, _Eval],
+    done: dict[_Eval, Evaluation | float],
+) -> list[UtilityRow]:
+    """One row per released set, from the finished evaluations ``done``."""
     rows = []
     for (algo, kind, init, ipc, s), ej in sets.items():
         ev, rd, ref = done[ej], done[base[(kind, ipc)]], done[full[kind]]
@@ -455,12 +466,20 @@ def _run(
     curves: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     images: dict[str, object] = {}
     rows: list[Row] = []
-    rows += _revelation_rows(targets, know, ira)
-    rows += _membership_rows(cfg, task, targets, know, curves)
-    rows += _reference_rows(cfg, task, specs, protocol)
-    rows += _recovery_rows(cfg, task, targets, know, images)
-    rows += _utility_rows(cfg, task, specs, targets, cache, protocol, progress)
-    held = held_out_accuracy(bank, list(specs.values()), task.aux, ira.fingerprint_spec())
+    sets, base, full = _utility_evals(cfg, task, specs, targets, cache, protocol)
+    evals = [*full.values(), *base.values(), *sets.values()]
+    # the utility networks train in the workers while this process runs the attacks on one
+    # thread (a second one did not speed the attacks up: docs/decisions.md, fourteenth pass)
+    with pmap_started(_evaluate, evals, cfg.workers) as collect:
+        with one_thread() if cfg.workers > 1 else contextlib.nullcontext():
+            rows += _revelation_rows(targets, know, ira)
+            rows += _membership_rows(cfg, task, targets, know, curves)
+            rows += _reference_rows(cfg, task, specs, protocol)
+            rows += _recovery_rows(cfg, task, targets, know, images)
+            held = held_out_accuracy(bank, list(specs.values()), task.aux, ira.fingerprint_spec())
+        timing["attacks_s"] = time.perf_counter() - start - timing["shadow_bank_s"]
+        done = dict(zip(evals, collect(progress, "utility"), strict=True))
+    rows += _utility_rows(sets, base, full, done)
     timing.update(total_s=time.perf_counter() - start, cpu_s=sum(cpu_times()) - cpu)
     return _result(cfg, rows, held, timing, curves, images)
 
