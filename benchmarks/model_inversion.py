@@ -397,8 +397,8 @@ def _adaptive_md(key: str, a: Mapping[str, Any]) -> list[str]:
     return lines + [f"- {c['text']}: {c['holds']}" for c in a["claims"]] + [""]
 
 
-def _atat_md(t: Mapping[str, Any]) -> list[str]:
-    lines = [f"atat-privacy: {t['wall_s']:.0f} s on {t.get('device', 'cpu')}", ""]
+def _atat_md(key: str, t: Mapping[str, Any]) -> list[str]:
+    lines = ["", f"{key} (atat-privacy): {t['wall_s']:.0f} s on {t.get('device', 'cpu')}", ""]
     lines += ["| model | clean | robust | Acc@1 (standard attack) |", "|---|---|---|---|"]
     lines += [
         f"| {m} | {v['clean']:.3f} | {v['robust']:.3f} | {v['acc1']:.3f} |"
@@ -479,16 +479,16 @@ def _markdown(summary: Mapping[str, Any]) -> str:
     if summary.get("pooled"):
         lines += _pooled_md(summary["pooled"])
     for key in sorted(k for k in summary if k.startswith("atat")):
-        lines += _atat_md(summary[key])
+        lines += _atat_md(key, summary[key])
     for key in sorted(k for k in summary if k.startswith("pooled_atat")):
-        lines += _pooled_atat_md(summary[key])
+        lines += _pooled_atat_md(key, summary[key])
     return "\n".join(lines) + "\n"
 
 
-def _pooled_atat_md(p: Mapping[str, Any]) -> list[str]:
+def _pooled_atat_md(key: str, p: Mapping[str, Any]) -> list[str]:
     lines = [
         "",
-        f"atat-privacy pooled over target seeds ({', '.join(p['runs'])}), standard attack, "
+        f"{key}: atat-privacy pooled over target seeds ({', '.join(p['runs'])}), standard attack, "
         f"{p['evaluator']} evaluator; intervals: crossed class x seed bootstrap",
         "",
     ]
