@@ -260,8 +260,16 @@ def test_distillation_leakage_end_to_end_tiny(tmp_path: Path) -> None:
     res = run_experiment(cfg, None)
     assert len(res.claims) == len(CLAIMS) and {"utility", "membership"} <= set(res.tables)
     assert {"confusion", "roc"} <= set(res.figures) and res.images
-    again = run_experiment(cfg, None)  # every distillation now comes from the cache
+    seen: list[tuple[str, int, int]] = []
+    # every distillation now comes from the cache
+    again = run_experiment(cfg, lambda label, done, total: seen.append((label, done, total)))
     assert again.tables["recovery"] == res.tables["recovery"]
+    # the attacks report their progress too, from 0 to the number of targets
+    for label in ("revelation", "membership"):
+        got = [(d, t) for lab, d, t in seen if lab == label]
+        assert got[0] == (0, 12) and got[-1] == (12, 12) and len(got) == 13
+    utility = [d for lab, d, _ in seen if lab == "utility"]
+    assert utility == list(range(1, len(utility) + 1)) and utility
     assert again.metrics["shadow_bank_s"] < res.metrics["shadow_bank_s"]
 
 

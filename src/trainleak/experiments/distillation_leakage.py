@@ -159,10 +159,15 @@ def _targets(
 
 
 def _revelation_rows(
-    targets: dict[Key, DistillationRun], know: Knowledge, ira: InformationRevelation
+    targets: dict[Key, DistillationRun],
+    know: Knowledge,
+    ira: InformationRevelation,
+    progress: Progress | None = None,
 ) -> list[RevelationRow]:
     rows = []
-    for (algo, kind, init, s), run in targets.items():
+    for i, ((algo, kind, init, s), run) in enumerate(targets.items()):
+        if progress is not None:  # the first call fingerprints the bank: report it started
+            progress("revelation", i, len(targets))
         rev = ira.reveal(run.release, know)
         rows.append(
             RevelationRow(
@@ -176,6 +181,8 @@ def _revelation_rows(
                 rev.architecture_proba.get(kind, 0.0),
             )
         )
+    if progress is not None:
+        progress("revelation", len(targets), len(targets))
     return rows
 
 
@@ -206,12 +213,15 @@ def _membership_rows(
     targets: dict[Key, DistillationRun],
     know: Knowledge,
     curves: dict[str, tuple[torch.Tensor, torch.Tensor]],
+    progress: Progress | None = None,
 ) -> list[MembershipRow]:
     attacks = _membership_attacks(cfg)
     n = len(task.private[0])
     everyone = torch.arange(n)
     rows = []
-    for key, run in targets.items():
+    for i, (key, run) in enumerate(targets.items()):
+        if progress is not None:
+            progress("membership", i, len(targets))
         init_pos = _positives(targets, key)
         for method, scores in attack_scores(run.release, know, attacks).items():
             for name, pos in (("init", init_pos), ("members", everyone)):
@@ -226,6 +236,8 @@ def _membership_rows(
                 label[init_pos] = True
                 keep = torch.cat([init_pos, torch.arange(n, len(scores))])
                 curves[f"{method}, {key[2]} init"] = (scores[keep], label[keep])
+    if progress is not None:
+        progress("membership", len(targets), len(targets))
     return rows
 
 
@@ -472,8 +484,8 @@ def _run(
     # thread (a second one did not speed the attacks up: docs/decisions.md, fourteenth pass)
     with pmap_started(_evaluate, evals, cfg.workers) as collect:
         with one_thread() if cfg.workers > 1 else contextlib.nullcontext():
-            rows += _revelation_rows(targets, know, ira)
-            rows += _membership_rows(cfg, task, targets, know, curves)
+            rows += _revelation_rows(targets, know, ira, progress)
+            rows += _membership_rows(cfg, task, targets, know, curves, progress)
             rows += _reference_rows(cfg, task, specs, protocol)
             rows += _recovery_rows(cfg, task, targets, know, images)
             held = held_out_accuracy(bank, list(specs.values()), task.aux, ira.fingerprint_spec())
