@@ -35,7 +35,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,28 @@ def _one(table: list[Mapping[str, Any]], **match: Any) -> Mapping[str, Any] | No
     return got[0] if got else None
 
 
+def _class_hits(
+    rows: list[Mapping[str, Any]],
+    name: Callable[[Mapping[str, Any]], str],
+    evaluators: list[str] | None = None,
+) -> dict[str, dict[str, dict[str, list[int]]]]:
+    """Per evaluator (``None``: every one in ``rows``), each reconstruction set's hits and
+    images by class, from an experiment's ``class_hits`` table (space-separated counts), the
+    set named by ``name(row)``."""
+    evs = evaluators if evaluators is not None else sorted({r["evaluator"] for r in rows})
+    return {
+        ev: {
+            name(r): {
+                "hits": [int(v) for v in r["hits"].split()],
+                "images": [int(v) for v in r["images"].split()],
+            }
+            for r in rows
+            if r["evaluator"] == ev
+        }
+        for ev in evs
+    }
+
+
 def summarise_adaptive(res: Mapping[str, Any], wall: float) -> dict[str, Any]:
     """The undefended target's accuracies and the leakage factors."""
     att, leak = res["tables"]["attacks"], res["tables"]["leakage"]
@@ -104,17 +126,9 @@ def summarise_adaptive(res: Mapping[str, Any], wall: float) -> dict[str, Any]:
         f"{r['target']}/{r['attack']}": [round(r["acc1"] * r["n"]), r["n"]]
         for r in _rows(att, evaluator="standard")
     }
-    out["class_hits"] = {
-        ev: {
-            f"{r['target']}/{r['attack']}": {
-                "hits": [int(v) for v in r["hits"].split()],
-                "images": [int(v) for v in r["images"].split()],
-            }
-            for r in res["tables"].get("class_hits", [])
-            if r["evaluator"] == ev
-        }
-        for ev in sorted({r["evaluator"] for r in res["tables"].get("class_hits", [])})
-    }
+    out["class_hits"] = _class_hits(
+        res["tables"].get("class_hits", []), lambda r: f"{r['target']}/{r['attack']}"
+    )
     factors = [r for r in leak if r["evaluator"] == "standard" and r["target"] != "standard"]
     best = max(factors, key=lambda r: r["factor"], default=None)
     out["leakage"] = {r["target"]: [r["factor"], r["lo"], r["hi"]] for r in factors}
@@ -298,16 +312,9 @@ def summarise_atat(res: Mapping[str, Any], wall: float) -> dict[str, Any]:
     }
     out["best_atat"] = best
     out["target_atat_half"] = best is not None and acc[best]["acc1"] <= std / 2
-    out["class_hits"] = {
-        "standard": {
-            r["target"]: {
-                "hits": [int(v) for v in r["hits"].split()],
-                "images": [int(v) for v in r["images"].split()],
-            }
-            for r in res["tables"].get("class_hits", [])
-            if r["evaluator"] == "standard"
-        }
-    }
+    out["class_hits"] = _class_hits(
+        res["tables"].get("class_hits", []), lambda r: r["target"], ["standard"]
+    )
     return out
 
 

@@ -47,7 +47,12 @@ def test_one_worker_starts_nothing_before_the_collect(tmp_path: Path) -> None:
 
 
 def test_one_thread_holds_for_the_block_only() -> None:
-    before = torch.get_num_threads()
-    with one_thread():
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
+    former = torch.get_num_threads()
+    torch.set_num_threads(2)  # so that both the switch and the restore are visible
+    try:
+        before = torch.get_num_threads()
+        with one_thread():
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == before
+    finally:
+        torch.set_num_threads(former)
