@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fault_helpers import NAME
-from trainleak.audit import ResultStore, claim_folder, record_run, write_report
+from trainleak.audit import ResultStore, _schema, claim_folder, record_run, write_report
 from trainleak.audit._owner import Heartbeat, Owner, pid_alive, process_start
 from trainleak.audit._schema import APPLICATION_ID
 from trainleak.errors import StoreError
@@ -330,3 +330,39 @@ def test_store_of_a_writer_killed_mid_transaction_reads_and_recovers(tmp_path: P
     assert [r.id for r in ResultStore(path).rows()] == [kept]  # a writer rolls it back
     assert not journal.exists() or journal.stat().st_size == 0
     assert ResultStore(path).integrity_check() == "ok"
+
+
+def test_schema_is_read_in_one_snapshot_while_another_process_creates_the_store(
+    tmp_path: Path,
+) -> None:
+    """A reader that meets an empty file while another connection creates the store reads
+    the header and the tables in one read transaction: the writer cannot commit between
+    them (it times out and rolls back), and the reader sees an empty database, never the
+    header of one and the tables of the other (which was a "not a trainleak store" error in
+    concurrent runs sharing a new store)."""
+    path = tmp_path / "trainleak.sqlite"
+    sqlite3.connect(path).close()
+    reader = sqlite3.connect(path, timeout=0.5)
+    writer = sqlite3.connect(path, timeout=0.05)
+    outcome: list[str] = []
+
+    def between_reads(statement: str) -> None:
+        if "user_version" in statement and not outcome:  # after application_id was read
+            try:
+                writer.execute("BEGIN IMMEDIATE")
+                _schema.create(writer)
+                writer.commit()
+                outcome.append("committed")
+            except sqlite3.OperationalError:
+                writer.rollback()
+                outcome.append("blocked")
+
+    reader.set_trace_callback(between_reads)
+    try:
+        assert _schema.schema_version(reader, path) == 0
+        assert outcome == ["blocked"]
+        assert not reader.in_transaction  # the read transaction was closed
+    finally:
+        reader.close()
+        writer.close()
+    assert ResultStore(path).version == _schema.VERSION  # the store is then created as usual

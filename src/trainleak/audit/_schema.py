@@ -85,16 +85,28 @@ def _columns(con: sqlite3.Connection, table: str) -> set[str]:
 def schema_version(con: sqlite3.Connection, path: Path) -> int:
     """The store version of an open database: 0 (empty), 1 or :data:`VERSION`.
 
+    The application id, the user version and the tables are read in one read transaction
+    (unless the caller already holds one), so another process that creates the store at the
+    same moment is seen either wholly or not at all: read one statement at a time, a reader
+    could see the empty header and then the new table, which is no trainleak store.
+
     Raises:
         StoreError: the database is not a trainleak store, or one of a newer version.
     """
+    own = not con.in_transaction
     try:
-        app, version, tables = _pragma(con, "application_id"), _pragma(con, "user_version"), None
+        if own:
+            con.execute("BEGIN")  # deferred: the first read takes the shared lock, kept to the end
+        app, version = _pragma(con, "application_id"), _pragma(con, "user_version")
         tables = _tables(con)
+        columns = _columns(con, "runs") if "runs" in tables else set()
     except sqlite3.DatabaseError as exc:
         if getattr(exc, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
             raise HotJournalError(str(exc)) from exc
         raise StoreError(f"{str(path)!r} is not a trainleak store: {exc}") from None
+    finally:
+        if own and con.in_transaction:
+            con.rollback()
     if app == APPLICATION_ID:
         if version > VERSION:
             raise StoreError(
@@ -105,7 +117,7 @@ def schema_version(con: sqlite3.Connection, path: Path) -> int:
             return VERSION
     elif app == 0 and not tables:
         return 0
-    elif app == 0 and tables == {"runs"} and _columns(con, "runs") == _V1_COLUMNS:
+    elif app == 0 and tables == {"runs"} and columns == _V1_COLUMNS:
         return 1
     raise StoreError(
         f"{str(path)!r} is an SQLite database but not a trainleak store "
