@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainleak.experiments.distillation_leakage import _configs
+from trainleak.experiments.distillation_leakage import shadow_bank_jobs
 from trainleak.experiments.distillation_leakage_claims import DistillationLeakageConfig
 from trainleak.scenarios.distillation import candidate_specs, split_task
-from trainleak.scenarios.distillation_bank import prefill, shadow_jobs
+from trainleak.scenarios.distillation_bank import prefill
 
 OUT = Path(__file__).parent / "results"
 TARGET_S = 20 * 60
@@ -53,15 +53,8 @@ def build_bank(cache: Path, cfg: DistillationLeakageConfig) -> dict[str, Any]:
     start = time.perf_counter()
     task = split_task(cfg.dataset, cfg.n_private, cfg.n_aux, cfg.n_holdout, cfg.seed)
     specs = candidate_specs(list(cfg.architectures), task.input_shape, task.num_classes)
-    jobs = shadow_jobs(
-        task.aux,
-        task.num_classes,
-        _configs(cfg, "real", cfg.ipc),
-        specs,
-        range(cfg.shadow_seeds),
-        device=cfg.device,
-    )
-    done = prefill([j[-1] for j in jobs], cache / "distillation", cfg.workers, None, "bank")
+    jobs = shadow_bank_jobs(cfg, task, specs)
+    done = prefill(jobs, cache / "distillation", cfg.workers, None, "bank")
     return {"bank_sets": len(jobs), "distilled": done, "bank_s": time.perf_counter() - start}
 
 

@@ -106,6 +106,17 @@ def _cache(cfg: DistillationLeakageConfig) -> Path | None:
     return Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
 
 
+def shadow_bank_jobs(
+    cfg: DistillationLeakageConfig, task: Task, specs: dict[str, ModelSpec]
+) -> list[DistillJob]:
+    """The distillation of every shadow set of the run's bank (auxiliary halves only: the
+    same jobs whatever the release), in the bank's order."""
+    configs = _configs(cfg, "real", cfg.ipc)
+    seeds = range(cfg.shadow_seeds)
+    jobs = shadow_jobs(task.aux, task.num_classes, configs, specs, seeds, device=cfg.device)
+    return [j[-1] for j in jobs]
+
+
 def _target_jobs(
     cfg: DistillationLeakageConfig, task: Task, specs: dict[str, ModelSpec]
 ) -> dict[Key, DistillJob]:
@@ -454,10 +465,7 @@ def _run(
     target_jobs = _target_jobs(cfg, task, specs)
     if cache is not None:
         # every distillation of the run, spread over the workers (the stages below read them)
-        bank_jobs = shadow_jobs(
-            task.aux, task.num_classes, configs, specs, range(cfg.shadow_seeds), device=cfg.device
-        )
-        jobs = [j[-1] for j in bank_jobs] + [*target_jobs.values()]
+        jobs = shadow_bank_jobs(cfg, task, specs) + [*target_jobs.values()]
         prefill([*jobs, *_utility_jobs(cfg, task, specs).values()], cache, cfg.workers, progress)
     distilled_s = time.perf_counter() - start
     bank = build_shadow_bank(
