@@ -163,6 +163,18 @@ def test_revelation_claims_both_sides() -> None:
     assert "not_tested" in claim_reveals_algorithm(noise_only, CFG).evidence
 
 
+def test_revelation_fails_on_few_targets_when_the_bound_does_not_clear_chance() -> None:
+    """The MNIST benchmark's case (two architectures, six targets, one wrong): accuracy 5/6
+    meets 0.8, but its Wilson lower bound (about 0.44) is under chance 1/2, so the claim is
+    false; all six right clears it (bound about 0.61)."""
+    six = _revelation(1, "architecture")[:6]
+    bad = claim_reveals_architecture(six, CFG)
+    assert bad.evidence["accuracy"] >= 0.8 and bad.evidence["wilson_95"][0] < 0.5
+    assert not bad.holds
+    good = claim_reveals_architecture(_revelation(0, "architecture")[:6], CFG)
+    assert good.holds and good.evidence["wilson_95"][0] > 0.5
+
+
 def _membership(
     method: str, real_auroc: float, noise_auroc: float, tpr: float
 ) -> list[MembershipRow]:
