@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from trainleak.errors import ConfigError
+from trainleak.models.pooling import AvgPool2x2
 
 
 class ConvNet(nn.Module):
@@ -16,7 +17,10 @@ class ConvNet(nn.Module):
     Average pooling keeps the bias-free network positively homogeneous. ``norm=True`` adds
     instance normalisation (``GroupNorm`` with one group per channel) after each convolution,
     as in the ConvNet of the dataset-distillation literature (Zhao et al., ICLR 2021); it has
-    no running statistics, so the network stays a pure function of its parameters.
+    no running statistics, so the network stays a pure function of its parameters. The 2x2
+    average pooling is :class:`~trainleak.models.pooling.AvgPool2x2`, the same function as
+    ``nn.AvgPool2d(2)`` computed as a matrix product (several times faster on CPU; the state
+    dict is unchanged).
 
     Args:
         input_shape: ``(C, H, W)`` with H and W divisible by 4.
@@ -45,7 +49,7 @@ class ConvNet(nn.Module):
             layers.append(nn.Conv2d(c_in, c_out, 3, padding=1, bias=bias))
             if norm:
                 layers.append(nn.GroupNorm(c_out, c_out))
-            layers += [nn.ReLU(), nn.AvgPool2d(2)]
+            layers += [nn.ReLU(), AvgPool2x2()]
         self.features = nn.Sequential(*layers)
         self.head = nn.Linear(2 * width * (h // 4) * (w // 4), out_dim, bias=bias)
 

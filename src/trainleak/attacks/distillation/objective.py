@@ -146,7 +146,7 @@ def objective_residuals(
         sums[2] += _embedding_residual(net, x, hard, aux, classes)
         at_init = _init_ref(net, f"{where}|{net_seed}", aux, classes)
         sums[0] += _gradient_residual(net, (x, labels, hard), at_init, classes)
-        opt = torch.optim.SGD(net.parameters(), lr=lr)
+        opt = torch.optim.SGD(net.parameters(), lr=lr, foreach=True)
         for _ in range(steps):
             loss = F.cross_entropy(net(x), labels)
             opt.zero_grad()

@@ -118,7 +118,7 @@ def match_dc(
     trace: list[dict[str, float]] = []
     for it in range(cfg.iterations):
         net = build_model(spec, seed=seed_from(generator)).to(x.device)
-        net_opt = torch.optim.SGD(net.parameters(), lr=cfg.net_lr)
+        net_opt = torch.optim.SGD(net.parameters(), lr=cfg.net_lr, foreach=True)
         for _ in range(cfg.inner_steps):
             real = real_batch(x, by_class, cfg.batch_real, generator)
             xs = syn

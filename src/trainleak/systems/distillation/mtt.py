@@ -211,7 +211,7 @@ def expert_trajectories(
     out = []
     for _ in range(cfg.n_experts):
         net = build_model(spec, seed=seed_from(generator)).to(x.device)
-        opt = torch.optim.SGD(net.parameters(), lr=rate)
+        opt = torch.optim.SGD(net.parameters(), lr=rate, foreach=True)
         path = [_flat(net)]
         for _ in range(cfg.expert_epochs):
             order = torch.randperm(n, generator=generator)
