@@ -118,3 +118,14 @@ def test_fit_trains_exactly_as_the_per_parameter_sgd_loop():
     for (name, a), b in zip(net.state_dict().items(), ref.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
         assert not torch.equal(a, start[name]), f"{name} did not train"
+
+
+def test_a_first_call_under_inference_mode_does_not_break_training_later():
+    from trainleak.models import pooling
+
+    pooling._MATRICES.clear()
+    with torch.inference_mode():
+        avg_pool_2x2(torch.randn(2, 3, 6, 10))  # the (20, 5) matrix is made here
+    x = torch.randn(2, 3, 6, 10, requires_grad=True)
+    avg_pool_2x2(x).sum().backward()  # and saved for this backward
+    assert torch.allclose(x.grad, torch.full_like(x, 0.25))

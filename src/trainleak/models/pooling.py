@@ -1,10 +1,10 @@
 """2x2 average pooling as one small matrix product.
 
 On CPU, ``torch.nn.functional.avg_pool2d`` with a 2x2 window runs far below memory speed on the
-small feature maps of this library's networks (measured on the two-core machine, one thread,
-float32, a batch of 100: 16 x 8 x 8 maps 235 us forward against 57 us as a product; 16 x 32 x 32
-maps 7.9 ms against 0.6 ms; forward and backward 2.6-8.6x, the double backward that trajectory
-matching takes 1.6-3.8x; ``benchmarks/pooling.py``). A 2x2 average is linear: in the contiguous
+small feature maps of this library's networks (``benchmarks/results/pooling.md``, the two-core
+machine, one thread, float32, batches of 100 and 256 on the digits and CIFAR-10 ConvNet maps:
+the product is 6-9x faster forward, 3.3-7.2x forward and backward, 1.6-2.8x in the double
+backward that trajectory matching takes). A 2x2 average is linear: in the contiguous
 NCHW layout the two rows a window covers are adjacent, so every pair of rows (length 2W) maps to
 one output row (length W/2) through a fixed (2W, W/2) matrix with 0.25 at the four places of each
 window. The product, its backward and every higher derivative are matrix products, so the
@@ -35,12 +35,15 @@ def _row_pair_matrix(width: int, dtype: torch.dtype, device: torch.device) -> to
     key = (width, dtype, device)
     m = _MATRICES.get(key)
     if m is None:
-        half = width // 2
-        m = torch.zeros(2 * width, half, dtype=dtype, device=device)
-        cols = torch.arange(width, device=device) // 2
-        rows = torch.arange(width, device=device)
-        m[rows, cols] = 0.25  # the upper row of each window
-        m[rows + width, cols] = 0.25  # the lower row
+        # a normal tensor even when first asked for under inference mode, so a later training
+        # step can save it for its backward
+        with torch.inference_mode(False):
+            half = width // 2
+            m = torch.zeros(2 * width, half, dtype=dtype, device=device)
+            cols = torch.arange(width, device=device) // 2
+            rows = torch.arange(width, device=device)
+            m[rows, cols] = 0.25  # the upper row of each window
+            m[rows + width, cols] = 0.25  # the lower row
         _MATRICES[key] = m
     return m
 
