@@ -11,8 +11,8 @@ Two parts:
   run (DC, DM, MTT on the first shadow half, the whole job as in the run), once with the
   ConvNet's pooling swapped back to ``nn.AvgPool2d(2)`` and once as built, with the largest
   pixel difference of the two released sets; ``--dataset cifar10`` takes the CIFAR-10
-  configuration of ``benchmarks/distillation.py`` instead (1000 private and auxiliary
-  images, 200 DM and 50 MTT iterations; needs ``--data-dir`` or ``TRAINLEAK_DATA``).
+  configuration of ``benchmarks/distillation.py`` (``CONFIGS``) instead (needs ``--data-dir``
+  or ``TRAINLEAK_DATA``).
 
 ``python benchmarks/pooling.py [--distillations [--dataset cifar10 --data-dir DIR]]``
 """
@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from distillation import CONFIGS  # benchmarks/distillation.py, beside this script
 from trainleak.experiments.distillation_leakage import shadow_bank_jobs
 from trainleak.experiments.distillation_leakage_claims import DistillationLeakageConfig
 from trainleak.models.convnet import ConvNet
@@ -119,20 +120,10 @@ def _with_torch_pooling() -> Callable[[], None]:
     return undo
 
 
-# benchmarks/distillation.py's CIFAR-10 sizes and iterations (what a ConvNet job depends on)
-CIFAR10: dict[str, Any] = {
-    "dataset": "cifar10",
-    "n_private": 1000,
-    "n_aux": 1000,
-    "n_holdout": 500,
-    "architectures": ["mlp", "convnet"],
-    "dm_iterations": 200,
-    "mtt_iterations": 50,
-}
-
-
 def _distillation_rows(dataset: str, data_dir: str | None) -> list[dict[str, object]]:
-    cfg = DistillationLeakageConfig(**(CIFAR10 if dataset == "cifar10" else {}))
+    # the distillation benchmark's configuration of the data set (the first shadow seed's
+    # ConvNet jobs are the same whatever its seed counts)
+    cfg = DistillationLeakageConfig(**CONFIGS[dataset])
     task = split_task(
         cfg.dataset, cfg.n_private, cfg.n_aux, cfg.n_holdout, cfg.seed, data_dir=data_dir
     )
