@@ -41,8 +41,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from trainleak.cli import parse_overrides
+from trainleak.errors import ConfigError
 from trainleak.experiments.distillation_leakage import shadow_bank_jobs
 from trainleak.experiments.distillation_leakage_claims import DistillationLeakageConfig
 from trainleak.scenarios.distillation import candidate_specs, split_task
@@ -70,7 +70,8 @@ def build_bank(cache: Path, cfg: DistillationLeakageConfig) -> dict[str, Any]:
     if cfg.workers > 1:
         done = prefill(jobs, folder, cfg.workers, None, "bank")
     else:  # prefill leaves a one-worker configuration's sets to their reader: distil here
-        done = len({j.key() for j in jobs if not (folder / j.key() / "set.json").is_file()})
+        keys = {j.key() for j in jobs}
+        done = sum(not (folder / k / "set.json").is_file() for k in keys)
         for job in jobs:
             job.run(folder)
     return {"bank_sets": len(jobs), "distilled": done, "bank_s": time.perf_counter() - start}
@@ -154,14 +155,11 @@ def markdown(res: dict[str, Any]) -> str:
 
 
 def _overrides(pairs: list[str]) -> dict[str, Any]:
-    """``key=value`` pairs (YAML values, as ``trainleak run --set`` reads them)."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--set takes key=value, got {pair!r}")
-        out[key] = yaml.safe_load(value)
-    return out
+    """``key=value`` pairs, read by the CLI's own ``--set`` parser (YAML values)."""
+    try:
+        return parse_overrides(pairs)
+    except ConfigError as e:
+        raise SystemExit(str(e)) from None
 
 
 def compare(cache: Path, baseline: Path, rounds: int, overrides: tuple[str, ...]) -> dict[str, Any]:
