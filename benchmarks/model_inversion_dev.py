@@ -11,7 +11,8 @@ Run from the repository root (cached by content hash like the experiments):
 ``TRAINLEAK_DATA=../shared/data OMP_NUM_THREADS=1 python benchmarks/model_inversion_dev.py --targets
 standard negls --variants standard adaptive`` (variants: ``standard``, ``adaptive``, ``prior_only``,
 more by ``--extra``; ``--target-flip`` trains the dev targets on mirror images as the ORL
-experiments do, ``--prior-flip``, ``--prior-steps`` and ``--latent-dim`` change the dev prior).
+experiments do, ``--prior-flip``, ``--prior-steps``, ``--latent-dim``, ``--prior-kind`` and
+``--prior-channels`` change the dev prior).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from trainleak.scenarios.inversion_targets import (
     train_evaluators,
     train_target,
 )
-from trainleak.systems.classifier import PriorSettings
+from trainleak.systems.classifier import PriorSettings, train_prior
 
 COMMON: dict[str, Any] = {"candidates": 200, "keep": 16, "final": 8, "flip": True}
 ADA: dict[str, Any] = {**COMMON, "steps": 200, "restarts": 2, "model_augment": 1}
@@ -96,6 +97,14 @@ def main() -> None:
     parser.add_argument("--prior-flip", action="store_true", help="the prior trains on mirrors")
     parser.add_argument("--prior-steps", type=int, default=2000)
     parser.add_argument("--latent-dim", type=int, default=16)
+    parser.add_argument("--prior-kind", default="vae", choices=["vae", "gan"])
+    parser.add_argument("--prior-channels", type=int, default=0)
+    parser.add_argument("--d-channels", type=int, default=32, help="the GAN critic's maps")
+    parser.add_argument(
+        "--prior-device",
+        default="",
+        help="train the prior on this device (e.g. cuda), uncached; attacks stay on the CPU",
+    )
     parser.add_argument(
         "--extra",
         default="{}",
@@ -112,9 +121,23 @@ def main() -> None:
 def _fold(fold: int, args: argparse.Namespace) -> None:
     task, cache = dev_task(fold), default_cache_dir()
     settings = PriorSettings(
-        latent_dim=args.latent_dim, steps=args.prior_steps, flip=args.prior_flip
+        latent_dim=args.latent_dim,
+        steps=args.prior_steps,
+        flip=args.prior_flip,
+        kind=args.prior_kind,
+        channels=args.prior_channels,
+        d_channels=args.d_channels,
     )
-    prior = task_prior(task, settings, args.seed, cache)
+    if args.prior_device:
+        prior = train_prior(
+            task.public[0].to(args.prior_device),
+            settings,
+            value_range=BOX,
+            public_classes=task.public_classes,
+            seed=args.seed,
+        )
+    else:
+        prior = task_prior(task, settings, args.seed, cache)
     ev = train_evaluators(task, 400, args.seed, cache)["standard"].model()
     know = adversary_knowledge(task, prior)
     dlib = DlibEmbedder(BOX) if args.dlib else None

@@ -19,6 +19,7 @@ from assess_helpers import assess_cli, runner
 from trainleak import cli
 from trainleak.data import load_digits
 from trainleak.errors import MetadataError, SpecMismatchError
+from trainleak.releases.classifier import GenerativePrior
 from trainleak.releases.io import load_release
 
 KEYS = {"layers.0.weight": "1.weight", "layers.0.bias": "1.bias",
@@ -154,3 +155,16 @@ def test_prior_command_refuses_bad_public_images(
     assert res.exit_code == 2, res.output
     assert message in res.output and "public.safetensors" in res.output, res.output
     assert not (tmp_path / "prior").exists()
+
+
+def test_prior_command_trains_a_gan_and_refuses_an_unknown_kind(tmp_path: Path) -> None:
+    save_file({"x": torch.rand(40, 1, 8, 8)}, str(tmp_path / "public.safetensors"))
+    base = ["prior", "--public", str(tmp_path / "public.safetensors"), "--steps", "5"]
+    res = runner.invoke(cli.app, [*base, "--out", str(tmp_path / "gan"), "--kind", "gan",
+                                  "--channels", "16"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    prior = GenerativePrior.load(tmp_path / "gan")
+    assert prior.spec.kind == "vae_conv_decoder" and prior.spec.kwargs["channels"] == 16
+    res = runner.invoke(cli.app, [*base, "--out", str(tmp_path / "flow"), "--kind", "flow"])
+    assert res.exit_code == 2 and "kind" in res.output, res.output
+    assert not (tmp_path / "flow").exists()

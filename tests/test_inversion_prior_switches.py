@@ -18,6 +18,7 @@ from trainleak.models.registry import build_model, model_spec
 from trainleak.releases.knowledge import Knowledge
 from trainleak.scenarios.inversion import InversionTask
 from trainleak.systems.classifier import PriorSettings, TrainSettings, train_classifier, train_prior
+from trainleak.systems.classifier.prior import diff_augment
 
 
 def _digits() -> tuple[torch.Tensor, ...]:
@@ -136,3 +137,60 @@ def test_students_only_search_needs_students_and_differs_from_the_joint_search()
     joint = AdaptiveInversion(restarts=1, **common)(release, know, seed=6)  # type: ignore[arg-type]
     alone = AdaptiveInversion(restarts=1, target_weight=0.0, **common)(release, know, seed=6)  # type: ignore[arg-type]
     assert not torch.equal(joint.inputs, alone.inputs)
+
+
+def test_gan_prior_moves_its_samples_toward_the_public_images() -> None:
+    """A few hundred hinge-GAN steps bring the generator's sample mean far closer to the public
+    images' mean than the untrained generator's (the same latents), and the release is the
+    convolutional decoder kind the attacks already read."""
+    _, _, px, _ = _digits()
+    settings = PriorSettings(kind="gan", latent_dim=8, steps=300, channels=16, d_channels=8)
+    prior = train_prior(px, settings, seed=0)
+    assert prior.spec.kind == "vae_conv_decoder" and prior.latent_dim == 8
+    fresh = build_model(prior.spec, seed=0)
+    mean = px.mean(0, keepdim=True)
+    with torch.no_grad():
+        z = torch.randn(400, 8, generator=torch.Generator().manual_seed(0))
+        out = prior.decoder()(z)
+        trained_gap = (out.mean(0, keepdim=True) - mean).abs().mean()
+        fresh_gap = (fresh(z).mean(0, keepdim=True) - mean).abs().mean()
+    assert float(trained_gap) < 0.5 * float(fresh_gap)
+    assert float(out.min()) >= 0.0 and float(out.max()) <= 1.0
+    # the same seed gives the same generator
+    again = train_prior(px, PriorSettings(kind="gan", latent_dim=8, steps=5, channels=16), seed=3)
+    twice = train_prior(px, PriorSettings(kind="gan", latent_dim=8, steps=5, channels=16), seed=3)
+    assert all(torch.equal(again.state[k], twice.state[k]) for k in again.state)
+
+
+def test_gan_settings_are_validated() -> None:
+    with pytest.raises(ConfigError, match="channels"):
+        PriorSettings(kind="gan")
+    with pytest.raises(ConfigError, match="kind"):
+        PriorSettings(kind="flow", channels=16)
+
+
+def test_diff_augment_shifts_whole_images_and_passes_gradients() -> None:
+    x = torch.rand(6, 2, 8, 8, requires_grad=True)
+    out = diff_augment(x, torch.Generator().manual_seed(0), translate=0.25, flip=True, span=1.0)
+    assert out.shape == x.shape
+    out.sum().backward()
+    assert x.grad is not None and float(x.grad.abs().sum()) > 0
+    # on a ramp image (value 8 r + c) a shift keeps the interior a ramp: one pixel right is
+    # one contrast unit more, one pixel down eight; the shift itself varies between images
+    img = torch.arange(64.0).view(1, 1, 8, 8).repeat(40, 1, 1, 1)
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        moved = diff_augment(img, gen, translate=0.25, flip=False, span=0.0)
+    starts = set()
+    for a in moved[:, 0]:
+        unit = float(a[4, 5] - a[4, 4])
+        assert 0.75 - 1e-5 <= unit <= 1.25 + 1e-5
+        assert float(a[5, 4] - a[4, 4]) == pytest.approx(8 * unit, rel=1e-4)
+        starts.add(round(float(a[4, 4] - a.mean()) / unit, 2))
+    assert len(starts) > 5
+    # no shift, no mirror, no jitter range used: the contrast map is affine per image
+    with torch.no_grad():
+        same = diff_augment(img[:3], gen, translate=0.0, flip=False, span=0.0)
+    for a, b in zip(same, img[:3]):
+        unit = float(a[0, 0, 1] - a[0, 0, 0])
+        assert torch.allclose(a - a.mean(), unit * (b - b.mean()), atol=1e-4)

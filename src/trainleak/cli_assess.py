@@ -189,18 +189,30 @@ def prior_cmd(
     tensor: Annotated[str, typer.Option("--tensor", help="Name of the images tensor.")] = "x",
     low: Annotated[float, typer.Option("--low", help="Lower end of the value range.")] = 0.0,
     high: Annotated[float, typer.Option("--high", help="Upper end of the value range.")] = 1.0,
-    steps: Annotated[int, typer.Option("--steps", help="Adam steps of the VAE.")] = 3000,
+    steps: Annotated[int, typer.Option("--steps", help="Adam steps of the VAE or GAN.")] = 3000,
     latent_dim: Annotated[int, typer.Option("--latent-dim", help="Latent size.")] = 16,
+    kind: Annotated[
+        str, typer.Option("--kind", help="'vae' (default) or 'gan' (a convolutional generator).")
+    ] = "vae",
+    channels: Annotated[
+        int | None,
+        typer.Option(
+            "--channels",
+            help="Feature maps of the convolutional decoder (VAE: 0, an MLP decoder, by "
+            "default; GAN: 64 by default).",
+        ),
+    ] = None,
     classes: Annotated[
         list[str] | None,
         typer.Option("--class", help="Name of a public class (for the record); repeatable."),
     ] = None,
     seed: SeedOpt = 0,
 ) -> None:
-    """Train the adversary's generative prior (a VAE) on public images and save it: the folder
-    a knowledge file names as ``generative_prior`` for model inversion of a classifier."""
+    """Train the adversary's generative prior (a VAE, or a GAN) on public images and save it: the
+    folder a knowledge file names as ``generative_prior`` for model inversion of a classifier."""
     with _errors():
-        settings = PriorSettings(latent_dim=latent_dim, steps=steps)
+        maps = channels if channels is not None else (64 if kind == "gan" else 0)
+        settings = PriorSettings(latent_dim=latent_dim, steps=steps, kind=kind, channels=maps)
         prior = prior_from_file(
             public,
             tensor=tensor,

@@ -69,7 +69,8 @@ def prior_from_file(
     public_classes: tuple[str, ...] = (),
     seed: int = 0,
 ) -> GenerativePrior:
-    """Train the VAE prior on the public images in ``path`` (see :func:`public_images`)."""
+    """Train the prior (the VAE by default, ``settings.kind``) on the public images in ``path``
+    (see :func:`public_images`)."""
     x = public_images(path, tensor, value_range)
     return train_prior(
         x,

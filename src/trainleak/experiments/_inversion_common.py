@@ -67,6 +67,8 @@ def setup(cfg: InversionConfig) -> Setup:
         channels=cfg.prior_channels,
         beta=cfg.prior_beta,
         flip=cfg.prior_flip,
+        kind=cfg.prior_kind,
+        d_channels=cfg.prior_d_channels,
     )
     prior = task_prior(task, settings, cfg.seed, cache)
     evaluators = train_evaluators(task, cfg.evaluator_steps, cfg.seed, cache)

@@ -39,6 +39,10 @@ class InversionConfig(ExperimentConfig):
     first hidden layer's activations, relative l1 radius 0.05): chosen on the public-identity
     development task (docs/decisions.md, model inversion seventh pass); the attack class
     itself keeps it off, since a prior of the user's may not expose its features.
+    ``prior_kind``: ``"gan"`` trains the prior as a hinge-loss GAN (generator: the
+    convolutional decoder with ``prior_channels`` maps, which must then be set; critic:
+    ``prior_d_channels`` maps) instead of the VAE; measured on the development task, not the
+    default (docs/decisions.md, model inversion twelfth pass).
     ``target_seed``: seed of the targets and (plus one) of the attacks, ``None``: ``seed``;
     the prior and the evaluators keep ``seed``, so runs that differ only in it replicate the
     targets under the same instruments.
@@ -56,6 +60,8 @@ class InversionConfig(ExperimentConfig):
     prior_channels: int = Field(0, ge=0)
     prior_beta: float = Field(1.0, gt=0)
     prior_flip: bool = False
+    prior_kind: Literal["vae", "gan"] = "vae"
+    prior_d_channels: int = Field(32, ge=1)
     target_flip: bool | None = None
     candidates: int = Field(200, ge=1)
     keep: int = Field(16, ge=1)

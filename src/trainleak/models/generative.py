@@ -167,6 +167,52 @@ class ConvVAEDecoder(VAEDecoder):
         return self._box(self.conv[1 + 3 * (depth - 1) :](h)[:, :, :height, :width])
 
 
+class Discriminator(nn.Module):
+    """DCGAN-style critic for training a :class:`ConvVAEDecoder` as a GAN generator: a
+    3 x 3 convolution, then strided 4 x 4 convolutions (channels doubled from the second on) down
+    to at most 4 x 4, every layer spectrally normalised, and a linear score. It trains the
+    generator and is never released.
+
+    Args:
+        input_shape: ``(C, H, W)`` of the images it scores.
+        channels: feature maps of the first layer.
+        low, high: the value box of the images (mapped to ``[-1, 1]`` first).
+
+    References:
+        Miyato et al., "Spectral Normalization for Generative Adversarial Networks", ICLR 2018.
+    """
+
+    def __init__(
+        self,
+        input_shape: Sequence[int],
+        channels: int = 32,
+        low: float = 0.0,
+        high: float = 1.0,
+    ) -> None:
+        super().__init__()
+        if len(input_shape) != 3 or int(channels) < 1 or not float(high) > float(low):
+            raise ConfigError.invalid(
+                "discriminator",
+                "input_shape (C, H, W), channels >= 1, high > low",
+                (tuple(input_shape), channels, low, high),
+            )
+        c, h, w = (int(s) for s in input_shape)
+        self.low, self.high = float(low), float(high)
+        sn = nn.utils.parametrizations.spectral_norm
+        layers: list[nn.Module] = [sn(nn.Conv2d(c, int(channels), 3, padding=1)), nn.LeakyReLU(0.2)]
+        ch = out = int(channels)
+        while min(h, w) > 4:
+            layers += [sn(nn.Conv2d(ch, out, 4, stride=2, padding=1)), nn.LeakyReLU(0.2)]
+            ch, out, h, w = out, 2 * out, h // 2, w // 2
+        self.net = nn.Sequential(*layers, nn.Flatten())
+        self.out = sn(nn.Linear(ch * h * w, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scaled = 2 * (x - self.low) / (self.high - self.low) - 1
+        out: torch.Tensor = self.out(self.net(scaled)).squeeze(1)
+        return out
+
+
 class VAE(nn.Module):
     """A Gaussian-latent VAE with MLP encoder and :class:`VAEDecoder`.
 

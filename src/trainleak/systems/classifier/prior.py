@@ -1,8 +1,14 @@
-"""Train the adversary's generative prior: a small VAE on the public split (other classes of
-the same domain), published as a :class:`GenerativePrior` (the decoder only).
+"""Train the adversary's generative prior on the public split (other classes of the same
+domain): a small VAE, or a GAN whose generator has the VAE's convolutional decoder layout,
+published as a :class:`GenerativePrior` (the decoder or generator only).
 
 References:
     Kingma and Welling, "Auto-Encoding Variational Bayes", ICLR 2014.
+    Zhang et al., "The Secret Revealer: Generative Model-Inversion Attacks Against Deep Neural
+    Networks", CVPR 2020 (a GAN trained on public data as the attack's prior).
+    Lim and Ye, "Geometric GAN", 2017 (the hinge loss).
+    Zhao et al., "Differentiable Augmentation for Data-Efficient GAN Training", NeurIPS 2020
+    (augmenting real and generated images alike, so a GAN trains on a few hundred images).
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from trainleak.models.generative import VAE
+from trainleak.errors import ConfigError
+from trainleak.models.generative import VAE, ConvVAEDecoder, Discriminator
 from trainleak.models.registry import build_model, model_spec
 from trainleak.releases.classifier import GenerativePrior
 from trainleak.validation import check_fields, param
@@ -20,9 +27,12 @@ from trainleak.validation import check_fields, param
 
 @dataclass(frozen=True, kw_only=True)
 class PriorSettings:
-    """VAE settings.
+    """Prior settings.
 
     Attributes:
+        kind: ``"vae"`` or ``"gan"`` (a hinge-loss GAN whose generator is the convolutional
+            decoder with ``channels`` maps, trained with differentiable augmentation; the
+            release is the same kind of decoder either way).
         latent_dim: size of the latent.
         hidden: decoder hidden widths (the encoder mirrors them).
         steps: Adam steps.
@@ -33,7 +43,13 @@ class PriorSettings:
             convolutional decoder (:class:`~trainleak.models.generative.ConvVAEDecoder`).
         flip: train on random horizontal mirror images too (faces: a mirrored public face is
             another public face; the split is unchanged).
+        gan_lr, gan_batch: the GAN's Adam rate (both networks, betas (0, 0.99)) and batch.
+        d_channels: the GAN critic's first feature maps.
+        translate: the GAN's augmentation shift, as a fraction of the image side (also a
+            random mirror and brightness/contrast jitter of +-10 % / x0.75-1.25).
     """
+
+    kind: str = "vae"
 
     latent_dim: int = param(16, ge=1, integer=True)
     hidden: tuple[int, ...] = (256, 512)
@@ -43,9 +59,19 @@ class PriorSettings:
     beta: float = param(1.0, gt=0)
     channels: int = param(0, ge=0, integer=True)
     flip: bool = False
+    gan_lr: float = param(2e-4, gt=0)
+    gan_batch: int = param(64, ge=1, integer=True)
+    d_channels: int = param(32, ge=1, integer=True)
+    translate: float = param(0.125, ge=0, le=0.5)
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.kind not in ("vae", "gan"):
+            raise ConfigError.invalid("kind", "'vae' or 'gan'", self.kind)
+        if self.kind == "gan" and not self.channels:
+            raise ConfigError.invalid(
+                "channels", "> 0 for a GAN (its generator is convolutional)", 0
+            )
 
 
 def train_prior(
@@ -56,11 +82,15 @@ def train_prior(
     public_classes: tuple[str, ...] = (),
     seed: int = 0,
 ) -> GenerativePrior:
-    """Train a VAE on the public images ``x`` and return its decoder as a prior.
+    """Train a VAE (or a GAN, ``settings.kind``) on the public images ``x`` and return its
+    decoder (generator) as a prior.
 
-    The reconstruction term is the Bernoulli log-likelihood of the images scaled to ``[0, 1]``.
+    The VAE's reconstruction term is the Bernoulli log-likelihood of the images scaled to
+    ``[0, 1]``.
     """
     lo, hi = value_range
+    if settings.kind == "gan":
+        return _train_gan(x, settings, value_range, public_classes, seed)
     spec = model_spec(
         "vae",
         latent_dim=settings.latent_dim,
@@ -109,6 +139,92 @@ def train_prior(
         dec_state,
         settings.latent_dim,
         tuple(x.shape[1:]),  # type: ignore[arg-type]
+        (lo, hi),
+        tuple(public_classes),
+    )
+
+
+def diff_augment(
+    x: torch.Tensor, generator: torch.Generator, *, translate: float, flip: bool, span: float
+) -> torch.Tensor:
+    """Random mirror (if ``flip``), integer shift by up to ``translate`` of the side (edges
+    replicated) and brightness (+-10 % of ``span``) / contrast (x0.75-1.25) jitter, drawn per
+    image and differentiable in ``x`` (the same kind of transform for real and generated
+    images, DiffAugment's point)."""
+    n, _, h, w = x.shape
+    dev = generator.device
+    if flip:
+        mirror = (torch.rand(n, generator=generator, device=dev) < 0.5).to(x.device)
+        x = torch.where(mirror[:, None, None, None], x.flip(-1), x)
+    s = int(round(translate * min(h, w)))
+    if s:
+        pad = F.pad(x, (s, s, s, s), mode="replicate")
+        dy = torch.randint(0, 2 * s + 1, (n,), generator=generator, device=dev).to(x.device)
+        dx = torch.randint(0, 2 * s + 1, (n,), generator=generator, device=dev).to(x.device)
+        rows = dy[:, None] + torch.arange(h, device=x.device)[None]
+        cols = dx[:, None] + torch.arange(w, device=x.device)[None]
+        batch = torch.arange(n, device=x.device)[:, None, None]
+        # advanced indexing puts the (n, h, w) index dims first, then the channels
+        x = pad.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)
+    b = (torch.rand(n, 1, 1, 1, generator=generator, device=dev).to(x.device) - 0.5) * 0.2 * span
+    c = torch.rand(n, 1, 1, 1, generator=generator, device=dev).to(x.device) * 0.5 + 0.75
+    m = x.mean((1, 2, 3), keepdim=True)
+    return (x - m) * c + m + b
+
+
+def _train_gan(
+    x: torch.Tensor,
+    settings: PriorSettings,
+    value_range: tuple[float, float],
+    public_classes: tuple[str, ...],
+    seed: int,
+) -> GenerativePrior:
+    """Hinge-loss GAN (one critic step per generator step) with differentiable augmentation;
+    the generator is a :class:`ConvVAEDecoder` fed standard-normal latents."""
+    lo, hi = value_range
+    shape = tuple(int(s) for s in x.shape[1:])
+    spec = model_spec(
+        "vae_conv_decoder",
+        latent_dim=settings.latent_dim,
+        input_shape=shape,
+        channels=settings.channels,
+        low=lo,
+        high=hi,
+    )
+    gen_net = build_model(spec, seed=seed).to(x.device)
+    if not isinstance(gen_net, ConvVAEDecoder):
+        raise TypeError("the 'vae_conv_decoder' architecture must build a ConvVAEDecoder")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 1)
+        critic = Discriminator(shape, settings.d_channels, lo, hi).to(x.device)
+    gen = torch.Generator().manual_seed(seed)
+    opt_g = torch.optim.Adam(gen_net.parameters(), lr=settings.gan_lr, betas=(0.0, 0.99))
+    opt_d = torch.optim.Adam(critic.parameters(), lr=settings.gan_lr, betas=(0.0, 0.99))
+
+    def aug(v: torch.Tensor) -> torch.Tensor:
+        return diff_augment(v, gen, translate=settings.translate, flip=settings.flip, span=hi - lo)
+
+    n = settings.gan_batch
+    for _ in range(settings.steps):
+        idx = torch.randint(0, len(x), (n,), generator=gen).to(x.device)
+        z = torch.randn(n, settings.latent_dim, generator=gen).to(x.device)
+        fake = gen_net(z)
+        loss_d = (
+            F.relu(1 - critic(aug(x[idx]))).mean() + F.relu(1 + critic(aug(fake.detach()))).mean()
+        )
+        opt_d.zero_grad()
+        loss_d.backward()
+        opt_d.step()
+        loss_g = -critic(aug(fake)).mean()
+        opt_g.zero_grad()
+        loss_g.backward()
+        opt_g.step()
+    state = {k: v.detach().cpu().clone() for k, v in gen_net.state_dict().items()}
+    return GenerativePrior(
+        spec,
+        state,
+        settings.latent_dim,
+        shape,  # type: ignore[arg-type]
         (lo, hi),
         tuple(public_classes),
     )
