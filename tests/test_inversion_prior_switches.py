@@ -145,7 +145,9 @@ def test_gan_prior_moves_its_samples_toward_the_public_images() -> None:
     convolutional decoder kind the attacks already read."""
     _, _, px, _ = _digits()
     settings = PriorSettings(kind="gan", latent_dim=8, steps=300, channels=16, d_channels=8)
-    prior = train_prior(px, settings, seed=0)
+    seen: list[tuple[str, int, int]] = []
+    prior = train_prior(px, settings, seed=0, progress=lambda *a: seen.append(a))
+    assert seen[0] == ("prior", 0, 300) and seen[-1] == ("prior", 300, 300) and len(seen) == 7
     assert prior.spec.kind == "vae_conv_decoder" and prior.latent_dim == 8
     fresh = build_model(prior.spec, seed=0)
     mean = px.mean(0, keepdim=True)

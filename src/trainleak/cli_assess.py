@@ -213,14 +213,16 @@ def prior_cmd(
     with _errors():
         maps = channels if channels is not None else (64 if kind == "gan" else 0)
         settings = PriorSettings(latent_dim=latent_dim, steps=steps, kind=kind, channels=maps)
-        prior = prior_from_file(
-            public,
-            tensor=tensor,
-            value_range=(low, high),
-            settings=settings,
-            public_classes=tuple(classes or ()),
-            seed=seed,
-        )
+        with progress_bars() as progress:
+            prior = prior_from_file(
+                public,
+                tensor=tensor,
+                value_range=(low, high),
+                settings=settings,
+                public_classes=tuple(classes or ()),
+                seed=seed,
+                progress=progress,
+            )
         folder = prior.save(out)
         Console(highlight=False, soft_wrap=True).print(
             f"prior: {escape(str(folder))} (latent {prior.latent_dim}, images "

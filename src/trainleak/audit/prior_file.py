@@ -17,6 +17,7 @@ import torch
 
 from trainleak.errors import MetadataError, SpecMismatchError
 from trainleak.models.tensor_files import read_tensor_file
+from trainleak.progress import Progress
 from trainleak.releases.classifier import GenerativePrior
 from trainleak.systems.classifier import PriorSettings, train_prior
 
@@ -68,6 +69,7 @@ def prior_from_file(
     settings: PriorSettings | None = None,
     public_classes: tuple[str, ...] = (),
     seed: int = 0,
+    progress: Progress | None = None,
 ) -> GenerativePrior:
     """Train the prior (the VAE by default, ``settings.kind``) on the public images in ``path``
     (see :func:`public_images`)."""
@@ -78,4 +80,5 @@ def prior_from_file(
         value_range=value_range,
         public_classes=public_classes,
         seed=seed,
+        progress=progress,
     )

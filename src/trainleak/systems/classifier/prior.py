@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from trainleak.errors import ConfigError
 from trainleak.models.generative import VAE, ConvVAEDecoder, Discriminator
 from trainleak.models.registry import build_model, model_spec
+from trainleak.progress import Progress, report_every
 from trainleak.releases.classifier import GenerativePrior
 from trainleak.validation import check_fields, param
 
@@ -46,7 +47,8 @@ class PriorSettings:
         gan_lr, gan_batch: the GAN's Adam rate (both networks, betas (0, 0.99)) and batch.
         d_channels: the GAN critic's first feature maps.
         translate: the GAN's augmentation shift, as a fraction of the image side (also a
-            random mirror and brightness/contrast jitter of +-10 % / x0.75-1.25).
+            brightness/contrast jitter of +-10 % / x0.75-1.25, and with ``flip`` a random
+            mirror).
     """
 
     kind: str = "vae"
@@ -81,16 +83,17 @@ def train_prior(
     value_range: tuple[float, float] = (0.0, 1.0),
     public_classes: tuple[str, ...] = (),
     seed: int = 0,
+    progress: Progress | None = None,
 ) -> GenerativePrior:
     """Train a VAE (or a GAN, ``settings.kind``) on the public images ``x`` and return its
-    decoder (generator) as a prior.
+    decoder (generator) as a prior; ``progress("prior", step, steps)`` every 50 steps.
 
     The VAE's reconstruction term is the Bernoulli log-likelihood of the images scaled to
     ``[0, 1]``.
     """
     lo, hi = value_range
     if settings.kind == "gan":
-        return _train_gan(x, settings, value_range, public_classes, seed)
+        return _train_gan(x, settings, value_range, public_classes, seed, progress)
     spec = model_spec(
         "vae",
         latent_dim=settings.latent_dim,
@@ -106,7 +109,8 @@ def train_prior(
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(vae.parameters(), lr=settings.lr)
     target01 = ((x - lo) / (hi - lo)).clamp(0, 1)
-    for _ in range(settings.steps):
+    for step in range(settings.steps):
+        report_every(progress, "prior", step, settings.steps)
         idx = torch.randperm(len(x), generator=gen, device=gen.device)[: settings.batch_size]
         idx = idx.to(x.device)
         xb, tb = x[idx], target01[idx]
@@ -124,6 +128,7 @@ def train_prior(
         opt.zero_grad()
         loss.backward()
         opt.step()
+    report_every(progress, "prior", settings.steps, settings.steps)
     dec_state = {
         k[len("decoder.") :]: v.detach().cpu().clone()
         for k, v in vae.state_dict().items()
@@ -178,6 +183,7 @@ def _train_gan(
     value_range: tuple[float, float],
     public_classes: tuple[str, ...],
     seed: int,
+    progress: Progress | None,
 ) -> GenerativePrior:
     """Hinge-loss GAN (one critic step per generator step) with differentiable augmentation;
     the generator is a :class:`ConvVAEDecoder` fed standard-normal latents."""
@@ -205,7 +211,8 @@ def _train_gan(
         return diff_augment(v, gen, translate=settings.translate, flip=settings.flip, span=hi - lo)
 
     n = settings.gan_batch
-    for _ in range(settings.steps):
+    for step in range(settings.steps):
+        report_every(progress, "prior", step, settings.steps)
         idx = torch.randint(0, len(x), (n,), generator=gen).to(x.device)
         z = torch.randn(n, settings.latent_dim, generator=gen).to(x.device)
         fake = gen_net(z)
@@ -219,6 +226,7 @@ def _train_gan(
         opt_g.zero_grad()
         loss_g.backward()
         opt_g.step()
+    report_every(progress, "prior", settings.steps, settings.steps)
     state = {k: v.detach().cpu().clone() for k, v in gen_net.state_dict().items()}
     return GenerativePrior(
         spec,
