@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from trainleak.audit.serialize import to_jsonable
+from trainleak.cli import parse_overrides
 from trainleak.experiments import atat_privacy, model_inversion_adaptive
 from trainleak.experiments._inversion_common import setup
 from trainleak.experiments.base import Result
@@ -559,14 +560,6 @@ def _run_both(
     return new
 
 
-def _number(text: str) -> int | float:
-    """An integer where the text is one, else a float."""
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
@@ -587,8 +580,9 @@ def main() -> None:
         "--set",
         nargs="+",
         default=[],
-        metavar="KEY=NUMBER",
-        help="numeric overrides of both configs, e.g. adaptive_steps=400 latent_ball=0.99",
+        metavar="KEY=VALUE",
+        help="overrides of both configs (YAML values, as trainleak run --set), e.g. "
+        "adaptive_steps=400 latent_ball=0.99 prior_kind=gan",
     )
     parser.add_argument("--tag", default="", help="suffix of the JSON keys of this run")
     parser.add_argument(
@@ -602,7 +596,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="torch device of the run (cpu, cuda)")
     parser.add_argument("--smoke", action="store_true", help="tiny run, nothing written")
     args = parser.parse_args()
-    over: dict[str, Any] = {k: _number(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+    over: dict[str, Any] = parse_overrides(args.set)
     over["device"] = args.device
     if args.smoke:
         over = {**SMOKE, **over}
