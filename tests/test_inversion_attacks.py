@@ -3,6 +3,7 @@ prior-only baseline and chance, and every training-time defense changes what it 
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache, lru_cache
 
 import pytest
@@ -183,3 +184,28 @@ def test_memorising_and_drop_layer_models() -> None:
     with torch.no_grad():
         assert torch.equal(model(x[:5]), model(z.view(5, 1, 8, 8)))
     assert int(seen.sum()) == 6
+
+
+def test_attacks_with_a_gan_prior_beat_its_prior_only_baseline_and_chance() -> None:
+    """The attacks read a GAN prior (the convolutional generator) as they read the VAE: on the
+    same target and budget as above they beat prior-only samples of that GAN and chance.
+    Measured with prior seeds 0 / 1 / 2: standard 0.825 / 0.675 / 0.725, adaptive 0.950 /
+    0.650 / 0.825, prior-only 0.475 / 0.425 / 0.500."""
+    target, know, evaluator = _setting()
+    _, _, _, _, px, _ = _split()
+    settings = PriorSettings(kind="gan", latent_dim=8, steps=600, channels=16, d_channels=8)
+    gan = train_prior(px, settings, public_classes=tuple("56789"), seed=0)
+    know = dataclasses.replace(know, generative_prior=gan)
+    common = {"candidates": 24, "keep": 8, "final": 8, "selection_transforms": 4}
+    accs = {}
+    for atk in (
+        PriorOnly(candidates=24, final=8, selection_transforms=4),
+        GenerativeInversion(steps=40, **common),  # type: ignore[arg-type]
+        AdaptiveInversion(steps=40, model_augment=0, restarts=1, **common),  # type: ignore[arg-type]
+    ):
+        rec = atk(target, know, seed=1)
+        assert rec.labels is not None
+        accs[atk.name] = attack_accuracy(evaluator, rec.inputs, rec.labels, 5).acc1
+    assert accs["mi-standard"] >= accs["mi-prior-only"] + 0.15, accs
+    assert accs["mi-adaptive"] >= accs["mi-prior-only"] + 0.15, accs
+    assert min(accs["mi-standard"], accs["mi-adaptive"]) >= 0.2 + 0.3, accs
