@@ -11,7 +11,7 @@ from torch import nn
 from trainleak.errors import ConfigError
 from trainleak.models.bottleneck import MIDMLP, MaskedMLP
 from trainleak.models.convnet import ConvNet
-from trainleak.models.generative import VAE, ConvVAEDecoder, VAEDecoder
+from trainleak.models.generative import VAE, ConvVAEDecoder, Discriminator, VAEDecoder
 from trainleak.models.memory import check_fits, parameter_count
 from trainleak.models.mlp import MLP, HomogeneousMLP
 from trainleak.models.spec import ModelSpec, StateDict
@@ -26,6 +26,7 @@ _BUILDERS: dict[str, Callable[..., nn.Module]] = {
     "vae": VAE,
     "vae_decoder": VAEDecoder,
     "vae_conv_decoder": ConvVAEDecoder,
+    "gan_critic": Discriminator,
 }
 
 

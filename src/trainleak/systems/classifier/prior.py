@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from trainleak.errors import ConfigError
-from trainleak.models.generative import VAE, ConvVAEDecoder, Discriminator
+from trainleak.models.generative import VAE, ConvVAEDecoder
 from trainleak.models.registry import build_model, model_spec
 from trainleak.progress import Progress, report_every
 from trainleak.releases.classifier import GenerativePrior
@@ -115,9 +115,7 @@ def train_prior(
         idx = idx.to(x.device)
         xb, tb = x[idx], target01[idx]
         if settings.flip:
-            mirror = torch.rand(len(idx), generator=gen, device=gen.device) < 0.5
-            mirror = mirror.to(x.device)[:, None, None, None]
-            xb, tb = torch.where(mirror, xb.flip(-1), xb), torch.where(mirror, tb.flip(-1), tb)
+            xb, tb = _random_mirror(gen, xb, tb)
         mu, logvar = vae.encode(xb)
         noise = torch.randn(mu.shape, generator=gen, device=gen.device).to(mu.device)
         z = mu + noise * (0.5 * logvar).exp()
@@ -149,6 +147,15 @@ def train_prior(
     )
 
 
+def _random_mirror(generator: torch.Generator, *batches: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Each image mirrored left-right with probability 1/2, one draw per image shared by the
+    aligned ``batches`` (images and their targets)."""
+    first = batches[0]
+    mirror = torch.rand(len(first), generator=generator, device=generator.device) < 0.5
+    mask = mirror.to(first.device)[:, None, None, None]
+    return tuple(torch.where(mask, b.flip(-1), b) for b in batches)
+
+
 def diff_augment(
     x: torch.Tensor, generator: torch.Generator, *, translate: float, flip: bool, span: float
 ) -> torch.Tensor:
@@ -159,8 +166,7 @@ def diff_augment(
     n, _, h, w = x.shape
     dev = generator.device
     if flip:
-        mirror = (torch.rand(n, generator=generator, device=dev) < 0.5).to(x.device)
-        x = torch.where(mirror[:, None, None, None], x.flip(-1), x)
+        (x,) = _random_mirror(generator, x)
     s = int(round(translate * min(h, w)))
     if s:
         pad = F.pad(x, (s, s, s, s), mode="replicate")
@@ -200,9 +206,10 @@ def _train_gan(
     gen_net = build_model(spec, seed=seed).to(x.device)
     if not isinstance(gen_net, ConvVAEDecoder):
         raise TypeError("the 'vae_conv_decoder' architecture must build a ConvVAEDecoder")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed + 1)
-        critic = Discriminator(shape, settings.d_channels, lo, hi).to(x.device)
+    critic_spec = model_spec(
+        "gan_critic", input_shape=shape, channels=settings.d_channels, low=lo, high=hi
+    )
+    critic = build_model(critic_spec, seed=seed + 1).to(x.device)
     gen = torch.Generator().manual_seed(seed)
     opt_g = torch.optim.Adam(gen_net.parameters(), lr=settings.gan_lr, betas=(0.0, 0.99))
     opt_d = torch.optim.Adam(critic.parameters(), lr=settings.gan_lr, betas=(0.0, 0.99))
