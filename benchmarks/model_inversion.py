@@ -472,17 +472,16 @@ def _markdown(summary: Mapping[str, Any]) -> str:
             "",
         ]
         lines += _adaptive_md(key, summary[key])
-    if summary.get("ceilings"):
+    for key in sorted(k for k in summary if k.startswith("ceilings")):
         lines += [
-            "held-out private faces (images 9-10): what each evaluator credits on the real faces "
-            "and on their projections onto the prior (the ceiling of any attack on its latents)",
+            f"{key}: held-out private faces (images 9-10): what each evaluator credits on the "
+            "real faces and on their projections onto the prior (the ceiling of any attack on "
+            "its latents)",
             "",
             "| faces_evaluator | Acc@1 [95% CI] |",
             "|---|---|",
         ]
-        lines += [
-            f"| {k} | {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}] |" for k, v in summary["ceilings"].items()
-        ]
+        lines += [f"| {k} | {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}] |" for k, v in summary[key].items()]
         lines += [""]
     if summary.get("pooled"):
         lines += _pooled_md(summary["pooled"])
@@ -546,8 +545,9 @@ def _run_both(
         new["adaptive" + tag]["target_seed"] = (
             cfg.seed if cfg.target_seed is None else cfg.target_seed
         )
-    if only in (None, "adaptive", "ceilings") and not tag:
-        new["ceilings"] = ceilings(ModelInversionAdaptiveConfig(**ada_cfg))
+    if only == "ceilings" or (only in (None, "adaptive") and not tag):
+        # a tagged ceilings run (another prior, --set prior_kind=gan) keeps its own key
+        new["ceilings" + tag] = ceilings(ModelInversionAdaptiveConfig(**ada_cfg))
     if only in (None, "atat"):
         start = time.perf_counter()
         acfg = AtatPrivacyConfig(**atat_cfg)
