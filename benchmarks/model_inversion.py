@@ -13,7 +13,8 @@ Writes ``benchmarks/results/model_inversion.json`` and ``.md``. Run from the rep
 ``TRAINLEAK_DATA=../shared/data OMP_NUM_THREADS=1 .venv/bin/python benchmarks/model_inversion.py``
 (``--only adaptive`` or ``--only atat`` runs one experiment and merges into the JSON, ``--only
 ceilings`` only the evaluators' ceilings on held-out private faces, which ``adaptive`` also
-writes; ``--targets``,
+writes; ``--only selection`` whether dlib-identifiable samples exist in the prior and whether
+the undefended target ranks them first (:func:`selection_ceiling`); ``--targets``,
 ``--atat-weights`` and ``--atat-eps`` reduce the sweeps, as the recorded results did on the shared
 machine; ``--target-seed N --targets standard negls`` replicates those targets at another seed under
 the same prior and evaluators, key ``adaptive_tseedN``, and every write pools ``adaptive`` with the
@@ -40,11 +41,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from trainleak.audit.serialize import to_jsonable
 from trainleak.cli import parse_overrides
 from trainleak.experiments import atat_privacy, model_inversion_adaptive
-from trainleak.experiments._inversion_common import setup
+from trainleak.experiments._inversion_common import setup, target_flip
 from trainleak.experiments.base import Result
 from trainleak.experiments.model_inversion_claims import (
     AtatPrivacyConfig,
@@ -57,6 +59,8 @@ from trainleak.metrics.intervals import (
     paired_crossed_ratio_interval,
 )
 from trainleak.metrics.inversion import attack_accuracy, decoder_projection
+from trainleak.scenarios.inversion import BOX
+from trainleak.scenarios.inversion_targets import recipe, train_target
 
 OUT = Path(__file__).parent / "results"
 ORL: dict[str, Any] = {"dataset": "orl", "dlib": True}
@@ -167,6 +171,79 @@ def ceilings(cfg: ModelInversionAdaptiveConfig) -> dict[str, Any]:
         if s.dlib is not None and s.private_embeddings is not None:
             got = identity_score(s.dlib, x, ty, s.private_embeddings, s.task.private[1], c)
             out[f"{kind}_dlib"] = [got.accuracy, *got.interval]
+    return out
+
+
+def _class_distances(
+    emb: torch.Tensor, ref: torch.Tensor, ref_y: torch.Tensor, c: int
+) -> torch.Tensor:
+    """``(n, c)``: each embedding's distance to each class's nearest reference image."""
+    d = torch.cdist(emb, ref)
+    return torch.stack([d[:, ref_y == k].min(1).values for k in range(c)], 1)
+
+
+def _margin(scores: torch.Tensor, c: int, *, larger_is_class: bool) -> torch.Tensor:
+    """Class ``c``'s margin over the best other class (positive: ``c`` wins)."""
+    other = torch.cat([scores[:, :c], scores[:, c + 1 :]], 1)
+    if larger_is_class:
+        return scores[:, c] - other.max(1).values
+    return other.min(1).values - scores[:, c]
+
+
+def selection_ceiling(cfg: ModelInversionAdaptiveConfig, n: int = 480) -> dict[str, Any]:
+    """Whether the prior holds samples dlib reads as a private identity, and whether the
+    undefended target can pick them (evaluator-side only: the private gallery never reaches an
+    attack). One pool of ``n`` prior samples (seed 0); per private class, the sample (and the
+    eight) ranked first by dlib's identity margin against the first half of the class's private
+    images (an oracle), and those ranked first by the target's logit margin (what an attacker
+    can rank by), each scored by dlib against the *other* half (1-nearest image over every
+    class's second half); plus a random sample's rate and the mean Spearman correlation of the
+    two rankings."""
+    from scipy.stats import spearmanr  # noqa: PLC0415 (benchmark-only dependency)
+
+    s = setup(cfg)
+    if s.dlib is None or s.private_embeddings is None:
+        raise SystemExit("the selection ceiling needs the dlib evaluator (dlib=true)")
+    rec = recipe("standard", s.task, cfg.target_steps, flip=target_flip(cfg))
+    seed = cfg.seed if cfg.target_seed is None else cfg.target_seed
+    target = train_target(s.task, rec, seed, s.cache).release.model().eval()
+    y, emb, c = s.task.private[1].cpu(), s.private_embeddings.cpu(), s.task.num_classes
+    first: list[int] = []
+    for k in range(c):
+        ids = torch.nonzero(y == k).flatten().tolist()
+        first += ids[: len(ids) // 2]
+    half_a = torch.zeros(len(y), dtype=torch.bool)
+    half_a[first] = True
+    z = torch.randn(n, s.prior.latent_dim, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        x = s.prior.decoder().eval()(z).clamp(*BOX)
+        logits = target(x).cpu()
+    e = s.dlib(x)
+    dist_a = _class_distances(e, emb[half_a], y[half_a], c)
+    dist_b = _class_distances(e, emb[~half_a], y[~half_a], c)
+    out: dict[str, Any] = {"pool": n, "prior_kind": cfg.prior_kind}
+    for top in (1, 8):
+        oracle = target_pick = 0.0
+        for k in range(c):
+            hit_b = _margin(dist_b, k, larger_is_class=False) > 0
+            by_dlib = _margin(dist_a, k, larger_is_class=False).argsort(descending=True)[:top]
+            by_target = _margin(logits, k, larger_is_class=True).argsort(descending=True)[:top]
+            oracle += float(hit_b[by_dlib].float().mean())
+            target_pick += float(hit_b[by_target].float().mean())
+        out[f"oracle_top{top}"] = oracle / c
+        out[f"target_top{top}"] = target_pick / c
+    out["random"] = (
+        sum(float((_margin(dist_b, k, larger_is_class=False) > 0).float().mean()) for k in range(c))
+        / c
+    )
+    rho = [
+        spearmanr(
+            _margin(logits, k, larger_is_class=True).numpy(),
+            _margin(dist_a, k, larger_is_class=False).numpy(),
+        )[0]
+        for k in range(c)
+    ]
+    out["spearman_target_dlib"] = float(np.mean(rho))
     return out
 
 
@@ -483,6 +560,23 @@ def _markdown(summary: Mapping[str, Any]) -> str:
         ]
         lines += [f"| {k} | {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}] |" for k, v in summary[key].items()]
         lines += [""]
+    for key in sorted(k for k in summary if k.startswith("selection")):
+        v = summary[key]
+        lines += [
+            f"{key}: {v['pool']} samples of the {v['prior_kind']} prior; per private identity, "
+            "dlib identity on the second half of its private images of the samples ranked "
+            "first by dlib on the first half (oracle) or by the undefended target's margin",
+            "",
+            "| pick | top-1 | top-8 |",
+            "|---|---|---|",
+            f"| oracle (dlib, first half) | {v['oracle_top1']:.3f} | {v['oracle_top8']:.3f} |",
+            f"| target margin | {v['target_top1']:.3f} | {v['target_top8']:.3f} |",
+            f"| a random sample | {v['random']:.3f} | |",
+            "",
+            f"Spearman(target margin, dlib margin), mean over identities: "
+            f"{v['spearman_target_dlib']:.2f}",
+            "",
+        ]
     if summary.get("pooled"):
         lines += _pooled_md(summary["pooled"])
     for key in sorted(k for k in summary if k.startswith("atat")):
@@ -545,6 +639,8 @@ def _run_both(
         new["adaptive" + tag]["target_seed"] = (
             cfg.seed if cfg.target_seed is None else cfg.target_seed
         )
+    if only == "selection":
+        new["selection" + tag] = selection_ceiling(ModelInversionAdaptiveConfig(**ada_cfg))
     if only == "ceilings" or (only in (None, "adaptive") and not tag):
         # a tagged ceilings run (another prior, --set prior_kind=gan) keeps its own key
         new["ceilings" + tag] = ceilings(ModelInversionAdaptiveConfig(**ada_cfg))
@@ -564,7 +660,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--only",
-        choices=["adaptive", "atat", "ceilings", "pool"],
+        choices=["adaptive", "atat", "ceilings", "selection", "pool"],
         default=None,
         help="one part; 'pool' only re-pools the recorded replicates",
     )
