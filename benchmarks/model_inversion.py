@@ -52,7 +52,7 @@ from trainleak.experiments.model_inversion_claims import (
     AtatPrivacyConfig,
     ModelInversionAdaptiveConfig,
 )
-from trainleak.metrics.face_identity import identity_score
+from trainleak.metrics.face_identity import class_distances, identity_score
 from trainleak.metrics.intervals import (
     class_bootstrap_interval,
     crossed_class_interval,
@@ -174,14 +174,6 @@ def ceilings(cfg: ModelInversionAdaptiveConfig) -> dict[str, Any]:
     return out
 
 
-def _class_distances(
-    emb: torch.Tensor, ref: torch.Tensor, ref_y: torch.Tensor, c: int
-) -> torch.Tensor:
-    """``(n, c)``: each embedding's distance to each class's nearest reference image."""
-    d = torch.cdist(emb, ref)
-    return torch.stack([d[:, ref_y == k].min(1).values for k in range(c)], 1)
-
-
 def _margin(scores: torch.Tensor, c: int, *, larger_is_class: bool) -> torch.Tensor:
     """Class ``c``'s margin over the best other class (positive: ``c`` wins)."""
     other = torch.cat([scores[:, :c], scores[:, c + 1 :]], 1)
@@ -219,30 +211,24 @@ def selection_ceiling(cfg: ModelInversionAdaptiveConfig, n: int = 480) -> dict[s
         x = s.prior.decoder().eval()(z).clamp(*BOX)
         logits = target(x).cpu()
     e = s.dlib(x)
-    dist_a = _class_distances(e, emb[half_a], y[half_a], c)
-    dist_b = _class_distances(e, emb[~half_a], y[~half_a], c)
+    dist_a = class_distances(torch.cdist(e, emb[half_a]), y[half_a], c)
+    dist_b = class_distances(torch.cdist(e, emb[~half_a]), y[~half_a], c)
+    # per identity: which samples dlib names correctly on the second half, and both rankings
+    hit_b = [(_margin(dist_b, k, larger_is_class=False) > 0).float() for k in range(c)]
+    by_dlib = [_margin(dist_a, k, larger_is_class=False) for k in range(c)]
+    by_target = [_margin(logits, k, larger_is_class=True) for k in range(c)]
     out: dict[str, Any] = {"pool": n, "prior_kind": cfg.prior_kind}
     for top in (1, 8):
-        oracle = target_pick = 0.0
-        for k in range(c):
-            hit_b = _margin(dist_b, k, larger_is_class=False) > 0
-            by_dlib = _margin(dist_a, k, larger_is_class=False).argsort(descending=True)[:top]
-            by_target = _margin(logits, k, larger_is_class=True).argsort(descending=True)[:top]
-            oracle += float(hit_b[by_dlib].float().mean())
-            target_pick += float(hit_b[by_target].float().mean())
-        out[f"oracle_top{top}"] = oracle / c
-        out[f"target_top{top}"] = target_pick / c
-    out["random"] = (
-        sum(float((_margin(dist_b, k, larger_is_class=False) > 0).float().mean()) for k in range(c))
-        / c
-    )
-    rho = [
-        spearmanr(
-            _margin(logits, k, larger_is_class=True).numpy(),
-            _margin(dist_a, k, larger_is_class=False).numpy(),
-        )[0]
-        for k in range(c)
-    ]
+        out[f"oracle_top{top}"] = (
+            sum(float(h[m.argsort(descending=True)[:top]].mean()) for h, m in zip(hit_b, by_dlib))
+            / c
+        )
+        out[f"target_top{top}"] = (
+            sum(float(h[m.argsort(descending=True)[:top]].mean()) for h, m in zip(hit_b, by_target))
+            / c
+        )
+    out["random"] = sum(float(h.mean()) for h in hit_b) / c
+    rho = [spearmanr(t.numpy(), m.numpy())[0] for t, m in zip(by_target, by_dlib)]
     out["spearman_target_dlib"] = float(np.mean(rho))
     return out
 

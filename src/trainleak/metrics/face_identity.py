@@ -111,6 +111,21 @@ class DlibEmbedder:
         return torch.from_numpy(np.stack(out)).double()
 
 
+def class_distances(d: torch.Tensor, ref_y: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """``(n, num_classes)``: from the distances ``d`` (``(n, m)``) of ``n`` images to ``m``
+    reference images labelled ``ref_y``, each image's distance to each class (its nearest
+    reference image of that class; infinity for a class without one)."""
+    return torch.stack(
+        [
+            d[:, ref_y == c].min(1).values
+            if bool((ref_y == c).any())
+            else torch.full((len(d),), float("inf"), dtype=d.dtype)
+            for c in range(num_classes)
+        ],
+        1,
+    )
+
+
 def identity_score(
     embedder: DlibEmbedder,
     images: torch.Tensor,
@@ -132,16 +147,7 @@ def identity_score(
     hit = (private_y[d.argmin(1)] == labels).double()
     same = private_y[None, :] == labels[:, None]
     delta = d.masked_fill(~same, float("inf")).min(1).values
-    # distance of each image to each class: its nearest private image of that class
-    per_class_d = torch.stack(
-        [
-            d[:, private_y == c].min(1).values
-            if bool((private_y == c).any())
-            else torch.full((len(d),), float("inf"), dtype=d.dtype)
-            for c in range(num_classes)
-        ],
-        1,
-    )
+    per_class_d = class_distances(d, private_y, num_classes)
     rank = (per_class_d < per_class_d.gather(1, labels[:, None])).sum(1)
     per = tuple(
         float(hit[labels == c].mean()) if bool((labels == c).any()) else float("nan")
