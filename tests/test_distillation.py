@@ -353,6 +353,39 @@ def test_mtt_released_rate_is_bounded_and_trains_a_fresh_network_stably() -> Non
     assert start_rate(MTTConfig(lr_max=0.03), 0.1) == pytest.approx(0.03)
 
 
+def _log_rate_steps(cfg: MTTConfig) -> list[float]:
+    run = distill(*PRIVATE, 10, MLP, cfg, seed=0)
+    rates = [t["lr"] for t in run.trace if "lr" in t]
+    return [abs(math.log(b / a)) for a, b in zip(rates, rates[1:], strict=False)]
+
+
+def test_mtt_clips_the_rate_gradient_so_one_overshooting_trajectory_cannot_collapse_it() -> None:
+    # with momentum m the change of log(lr) in one step is at most lr_lr * clip / (1 - m);
+    # unclipped, the same run moves it 0.65 in one step (13 times the bound; at lr_lr = 1 the
+    # rate collapses to 0 within five iterations), so the bound fails without the clip
+    base = MTTConfig(
+        ipc=1,
+        iterations=12,
+        n_experts=1,
+        expert_epochs=2,
+        max_start_epoch=0,
+        expert_steps=2,
+        expert_lr=0.5,
+        expert_batch=32,
+        syn_steps=5,
+        lr_lr=0.5,
+        lr_max=10.0,
+        log_every=1,
+    )
+    bound = base.lr_lr * 0.05 / (1 - base.momentum)
+    clipped = _log_rate_steps(dataclasses.replace(base, lr_grad_clip=0.05))
+    assert max(clipped) <= bound * 1.001, (max(clipped), bound)  # measured: at the bound
+    free = _log_rate_steps(dataclasses.replace(base, lr_grad_clip=1e6))
+    assert max(free) > 3 * bound, (max(free), bound)
+    with pytest.raises(ConfigError, match="lr_grad_clip"):
+        MTTConfig(lr_grad_clip=0.0)
+
+
 def test_mtt_projects_into_the_range_once_so_background_pixels_do_not_drift_up() -> None:
     # clamping after every step turns the noise of the matching gradient into a one-sided
     # drift of pixels at a bound (the 0 background of digits): measured mean of the pixels
