@@ -46,7 +46,7 @@ import torch
 from trainleak.audit.serialize import to_jsonable
 from trainleak.cli import parse_overrides
 from trainleak.experiments import atat_privacy, model_inversion_adaptive
-from trainleak.experiments._inversion_common import setup, target_flip
+from trainleak.experiments._inversion_common import Setup, setup, target_flip
 from trainleak.experiments.base import Result
 from trainleak.experiments.model_inversion_claims import (
     AtatPrivacyConfig,
@@ -185,14 +185,16 @@ def _margin(scores: torch.Tensor, c: int, *, larger_is_class: bool) -> torch.Ten
 def _pool_picks(
     x: torch.Tensor,
     target: torch.nn.Module,
-    s: Any,
+    s: Setup,
     half_a: torch.Tensor,
+    embed: Callable[[torch.Tensor], torch.Tensor],
+    emb: torch.Tensor,
 ) -> dict[str, float]:
     """One pool's rates (see :func:`selection_ceiling`)."""
     from scipy.stats import spearmanr  # noqa: PLC0415 (benchmark-only dependency)
 
-    y, emb, c = s.task.private[1].cpu(), s.private_embeddings.cpu(), s.task.num_classes
-    e = s.dlib(x)
+    y, c = s.task.private[1].cpu(), s.task.num_classes
+    e = embed(x)
     dist_a = class_distances(torch.cdist(e, emb[half_a]), y[half_a], c)
     dist_b = class_distances(torch.cdist(e, emb[~half_a]), y[~half_a], c)
     # per identity: which samples dlib names correctly on the second half, and the rankings
@@ -214,7 +216,9 @@ def _pool_picks(
             )
     out["random"] = sum(float(h.mean()) for h in hit_b) / c
     pairs = zip(rankings["target"], rankings["oracle"])
-    out["spearman_target_dlib"] = float(np.mean([spearmanr(t.numpy(), m.numpy())[0] for t, m in pairs]))
+    out["spearman_target_dlib"] = float(
+        np.mean([spearmanr(t.numpy(), m.numpy())[0] for t, m in pairs])
+    )
     return out
 
 
@@ -250,8 +254,13 @@ def selection_ceiling(
         z = torch.randn(n, s.prior.latent_dim, generator=torch.Generator().manual_seed(pool))
         with torch.no_grad():
             x = s.prior.decoder().eval()(z).clamp(*BOX)
-        rows.append(_pool_picks(x, target, s, half_a))
-    out: dict[str, Any] = {"pool": n, "pools": pools, "prior_kind": cfg.prior_kind}
+        rows.append(_pool_picks(x, target, s, half_a, s.dlib, s.private_embeddings.cpu()))
+    out: dict[str, Any] = {
+        "pool": n,
+        "pools": pools,
+        "prior_kind": cfg.prior_kind,
+        "size": cfg.size,
+    }
     for key in rows[0]:
         out[key] = float(np.mean([r[key] for r in rows]))
         out[key + "_pools"] = [r[key] for r in rows]
@@ -584,7 +593,7 @@ def _markdown(summary: Mapping[str, Any]) -> str:
         v = summary[key]
         lines += [
             f"{key}: {v.get('pools', 1)} pool(s) of {v['pool']} samples of the {v['prior_kind']} "
-            "prior; per private identity, "
+            f"prior at {v.get('size', 32)} x {v.get('size', 32)}; per private identity, "
             "dlib identity on the second half of its private images of the samples ranked "
             "first by dlib on the first half (oracle), by the undefended target's margin or by "
             "an evaluator's (mean over pools, each pool's value in brackets)",
