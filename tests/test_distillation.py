@@ -12,6 +12,7 @@ import math
 import statistics
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -312,23 +313,29 @@ def test_auto_restoration_matches_moved_classes_and_keeps_natural_near_copies() 
     assert fixed >= raw + 0.25 and fixed == share(washed, "histogram"), (raw, fixed)
 
 
+def _fast_experts_mtt(**overrides: Any) -> MTTConfig:
+    """A one-image-per-class MTT run whose one expert is far faster than the student (rate 0.5
+    against 5 synthetic steps), which pushes the learned rate around."""
+    return MTTConfig(
+        **{
+            "ipc": 1,
+            "n_experts": 1,
+            "expert_epochs": 2,
+            "max_start_epoch": 0,
+            "expert_steps": 2,
+            "expert_lr": 0.5,
+            "expert_batch": 32,
+            "syn_steps": 5,
+            "lr_lr": 0.5,
+            **overrides,
+        }
+    )
+
+
 def test_mtt_released_rate_is_bounded_and_trains_a_fresh_network_stably() -> None:
     # experts far faster than the student (lr 0.5 against 5 steps at 0.05) push the learned
     # rate up: measured 0.094 unbounded, here held at lr_max
-    cfg = MTTConfig(
-        ipc=1,
-        iterations=20,
-        n_experts=1,
-        expert_epochs=2,
-        max_start_epoch=0,
-        expert_steps=2,
-        expert_lr=0.5,
-        expert_batch=32,
-        syn_steps=5,
-        lr_init=0.05,
-        lr_lr=0.5,
-        lr_max=0.06,
-    )
+    cfg = _fast_experts_mtt(iterations=20, lr_init=0.05, lr_max=0.06)
     run = distill(*PRIVATE, 10, MLP, cfg, seed=0)
     assert run.release.lr is not None and run.release.lr <= 0.06 + 1e-6, run.release.lr
     for s in range(2):
@@ -363,20 +370,7 @@ def test_mtt_clips_the_rate_gradient_so_one_overshooting_trajectory_cannot_colla
     # with momentum m the change of log(lr) in one step is at most lr_lr * clip / (1 - m);
     # unclipped, the same run moves it 0.65 in one step (13 times the bound; at lr_lr = 1 the
     # rate collapses to 0 within five iterations), so the bound fails without the clip
-    base = MTTConfig(
-        ipc=1,
-        iterations=12,
-        n_experts=1,
-        expert_epochs=2,
-        max_start_epoch=0,
-        expert_steps=2,
-        expert_lr=0.5,
-        expert_batch=32,
-        syn_steps=5,
-        lr_lr=0.5,
-        lr_max=10.0,
-        log_every=1,
-    )
+    base = _fast_experts_mtt(iterations=12, lr_max=10.0, log_every=1)
     bound = base.lr_lr * 0.05 / (1 - base.momentum)
     clipped = _log_rate_steps(dataclasses.replace(base, lr_grad_clip=0.05))
     assert max(clipped) <= bound * 1.001, (max(clipped), bound)  # measured: at the bound
