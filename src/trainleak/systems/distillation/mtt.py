@@ -88,7 +88,7 @@ class MTTConfig(DistillConfig):
     epochs) and cost the CIFAR-10 ConvNet (0.306 against 0.334 at the former defaults, still
     above random subsets' 0.251). Measurements in docs/decisions.md.
 
-    [inferred] Issue 16, nineteenth pass: the gradient in ``log(lr)`` is clipped to
+    [inferred] Issue 16, nineteenth and twentieth passes: the gradient in ``log(lr)`` is clipped to
     ``lr_grad_clip``. An unrolled trajectory now and then overshoots (one iteration's loss
     near 15 where the others sit below 1) and its gradient in ``log(lr)`` (69 against a median
     of 0.1 and a 90th percentile of 0.8 on a MNIST run) cut the learned rate by a factor of
