@@ -46,7 +46,7 @@ import torch
 from trainleak.audit.serialize import to_jsonable
 from trainleak.cli import parse_overrides
 from trainleak.experiments import atat_privacy, model_inversion_adaptive
-from trainleak.experiments._inversion_common import Setup, setup, target_flip
+from trainleak.experiments._inversion_common import setup, target_flip
 from trainleak.experiments.base import Result
 from trainleak.experiments.model_inversion_claims import (
     AtatPrivacyConfig,
@@ -184,26 +184,24 @@ def _margin(scores: torch.Tensor, c: int, *, larger_is_class: bool) -> torch.Ten
 
 def _pool_picks(
     x: torch.Tensor,
-    target: torch.nn.Module,
-    s: Setup,
+    rankers: Mapping[str, torch.nn.Module],
+    y: torch.Tensor,
     half_a: torch.Tensor,
     embed: Callable[[torch.Tensor], torch.Tensor],
     emb: torch.Tensor,
 ) -> dict[str, float]:
-    """One pool's rates (see :func:`selection_ceiling`)."""
+    """One pool's rates (see :func:`selection_ceiling`): ``y`` the private labels, ``emb``
+    their dlib embeddings, ``rankers`` the classifiers whose margins rank the pool."""
     from scipy.stats import spearmanr  # noqa: PLC0415 (benchmark-only dependency)
 
-    y, c = s.task.private[1].cpu(), s.task.num_classes
+    c = int(y.max()) + 1
     e = embed(x)
     dist_a = class_distances(torch.cdist(e, emb[half_a]), y[half_a], c)
     dist_b = class_distances(torch.cdist(e, emb[~half_a]), y[~half_a], c)
     # per identity: which samples dlib names correctly on the second half, and the rankings
     hit_b = [(_margin(dist_b, k, larger_is_class=False) > 0).float() for k in range(c)]
     rankings = {"oracle": [_margin(dist_a, k, larger_is_class=False) for k in range(c)]}
-    # the target, then other classifiers trained on the private split (the evaluators)
-    for name, model in [("target", target)] + [
-        (f"evaluator_{k}", ev.model().eval()) for k, ev in s.evaluators.items()
-    ]:
+    for name, model in rankers.items():
         with torch.no_grad():
             logits = model(x).cpu()
         rankings[name] = [_margin(logits, k, larger_is_class=True) for k in range(c)]
@@ -249,12 +247,17 @@ def selection_ceiling(
         first += ids[: len(ids) // 2]
     half_a = torch.zeros(len(y), dtype=torch.bool)
     half_a[first] = True
+    # the target, then other classifiers trained on the private split (the evaluators)
+    rankers = {"target": target} | {
+        f"evaluator_{k}": ev.model().eval() for k, ev in s.evaluators.items()
+    }
+    decoder, emb = s.prior.decoder().eval(), s.private_embeddings.cpu()
     rows = []
     for pool in range(pools):
         z = torch.randn(n, s.prior.latent_dim, generator=torch.Generator().manual_seed(pool))
         with torch.no_grad():
-            x = s.prior.decoder().eval()(z).clamp(*BOX)
-        rows.append(_pool_picks(x, target, s, half_a, s.dlib, s.private_embeddings.cpu()))
+            x = decoder(z).clamp(*BOX)
+        rows.append(_pool_picks(x, rankers, y, half_a, s.dlib, emb))
     out: dict[str, Any] = {
         "pool": n,
         "pools": pools,
