@@ -453,3 +453,26 @@ def test_utility_jobs_complete_every_setting_to_utility_sets() -> None:
     # targets already at three seeds: only the other ipc needs sets
     more = cfg.model_copy(update={"target_seeds": 3})
     assert set(_utility_jobs(more, task, specs)) == at_one
+
+
+def test_the_experiment_distils_dc_with_dsa_and_the_others_as_augment_says() -> None:
+    """DC runs in its DSA form by default (``dc_augment``); DM and MTT, and the evaluation of
+    both sides of the utility check, follow ``augment``. Switching ``dc_augment`` off gives
+    the plain gradient matching, and a different set, under the same seed."""
+    task = split_task("digits", 100, 100, 20)
+    specs = candidate_specs(["mlp"], tuple(task.private[0].shape[1:]), 10)
+    base = {"algorithms": ["dc", "dm", "mtt"], "architectures": ["mlp"], "utility_ipcs": [10]}
+    on = _utility_jobs(DistillationLeakageConfig(**base), task, specs)
+    assert {k[0]: j.config.augment for k, j in on.items()} == {
+        "dc": True,
+        "dm": False,
+        "mtt": False,
+    }
+    off = _utility_jobs(DistillationLeakageConfig(**base, dc_augment=False), task, specs)
+    assert not any(j.config.augment for j in off.values())
+    everything = _utility_jobs(
+        DistillationLeakageConfig(**base, augment=True, dc_augment=False), task, specs
+    )
+    assert all(j.config.augment for j in everything.values())
+    dc_on, dc_off = on[("dc", "mlp", 10, 1)], off[("dc", "mlp", 10, 1)]
+    assert dc_on.key() != dc_off.key()

@@ -93,7 +93,12 @@ SetKey = tuple[str, str, str, int, int]
 def _configs(cfg: DistillationLeakageConfig, init: str, ipc: int) -> dict[str, DistillConfig]:
     init_: Init = "real" if init == "real" else "noise"
     all_: dict[str, DistillConfig] = {
-        "dc": DCConfig(ipc=ipc, init=init_, iterations=cfg.dc_iterations, augment=cfg.augment),
+        "dc": DCConfig(
+            ipc=ipc,
+            init=init_,
+            iterations=cfg.dc_iterations,
+            augment=cfg.augment or cfg.dc_augment,
+        ),
         "dm": DMConfig(ipc=ipc, init=init_, iterations=cfg.dm_iterations, augment=cfg.augment),
         "mtt": MTTConfig(ipc=ipc, init=init_, iterations=cfg.mtt_iterations, augment=cfg.augment),
     }
