@@ -456,9 +456,9 @@ def test_utility_jobs_complete_every_setting_to_utility_sets() -> None:
 
 
 def test_the_experiment_distils_dc_with_dsa_and_the_others_as_augment_says() -> None:
-    """DC runs in its DSA form by default (``dc_augment``); DM and MTT, and the evaluation of
-    both sides of the utility check, follow ``augment``. Switching ``dc_augment`` off gives
-    the plain gradient matching, and a different set, under the same seed."""
+    """DC runs in its DSA form by default (``dc_augment``); DM and MTT follow ``augment``.
+    Switching ``dc_augment`` off gives plain gradient matching under another cache key (a
+    cached DSA set is never served for a plain one)."""
     task = split_task("digits", 100, 100, 20)
     specs = candidate_specs(["mlp"], tuple(task.private[0].shape[1:]), 10)
     base = {"algorithms": ["dc", "dm", "mtt"], "architectures": ["mlp"], "utility_ipcs": [10]}
