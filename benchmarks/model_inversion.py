@@ -186,15 +186,16 @@ def _pool_picks(
     x: torch.Tensor,
     rankers: Mapping[str, torch.nn.Module],
     y: torch.Tensor,
+    c: int,
     half_a: torch.Tensor,
     embed: Callable[[torch.Tensor], torch.Tensor],
     emb: torch.Tensor,
 ) -> dict[str, float]:
-    """One pool's rates (see :func:`selection_ceiling`): ``y`` the private labels, ``emb``
-    their dlib embeddings, ``rankers`` the classifiers whose margins rank the pool."""
+    """One pool's rates (see :func:`selection_ceiling`): ``y`` the private labels of ``c``
+    classes, ``emb`` their dlib embeddings, ``rankers`` the classifiers whose margins rank the
+    pool (one named ``target``, whose ranking the Spearman correlation reads)."""
     from scipy.stats import spearmanr  # noqa: PLC0415 (benchmark-only dependency)
 
-    c = int(y.max()) + 1
     e = embed(x)
     dist_a = class_distances(torch.cdist(e, emb[half_a]), y[half_a], c)
     dist_b = class_distances(torch.cdist(e, emb[~half_a]), y[~half_a], c)
@@ -257,7 +258,7 @@ def selection_ceiling(
         z = torch.randn(n, s.prior.latent_dim, generator=torch.Generator().manual_seed(pool))
         with torch.no_grad():
             x = decoder(z).clamp(*BOX)
-        rows.append(_pool_picks(x, rankers, y, half_a, s.dlib, emb))
+        rows.append(_pool_picks(x, rankers, y, c, half_a, s.dlib, emb))
     out: dict[str, Any] = {
         "pool": n,
         "pools": pools,
