@@ -217,12 +217,21 @@ def test_surrogate_membership_both_sides() -> None:
 
 
 def _recovery(
-    real_share: float, real_ssim: float, noise_ssim: float, strict: float = 0.6, base: float = 0.1
+    real_share: float,
+    real_ssim: float,
+    noise_ssim: float,
+    strict: float = 0.6,
+    base: float = 0.1,
+    base_share: float = 0.95,
 ) -> list[RecoveryRow]:
     rows = []
     for i, (a, f) in enumerate(PAIRS):
         j = 0.01 * i
-        common = {"baseline_mean_ssim": 0.7, "baseline_share": 0.95, "baseline_strict_share": base}
+        common = {
+            "baseline_mean_ssim": 0.7,
+            "baseline_share": base_share,
+            "baseline_strict_share": base,
+        }
         common.update(threshold=0.5, strict_threshold=0.9, n=100)
         rows.append(RecoveryRow(a, f, "real", 10, 0, real_ssim + j, real_share, strict, **common))
         rows.append(RecoveryRow(a, f, "noise", 10, 0, noise_ssim - j, 0.9, 0.05, **common))
@@ -239,6 +248,23 @@ def test_recovery_claims_both_sides() -> None:
     assert not like_baseline.holds and like_baseline.evidence["share"] == 1.0
     assert not claim_recovery_real_beats_noise(_recovery(0.8, 0.3, 0.4), CFG).holds
     assert "not_tested" in claim_recovery_dm([r for r in good if r.algorithm != "dm"], CFG).evidence
+
+
+def test_recovery_compares_with_the_baseline_where_the_baseline_is_not_saturated() -> None:
+    # CIFAR-10-like: random auxiliary images recover nothing at 0.5, the release most images
+    # and almost no near-copies: beating the baseline at 0.5 is the evidence
+    cifar = claim_recovery_dm(
+        _recovery(0.93, 0.7, 0.1, strict=0.0075, base=0.0, base_share=0.0), CFG
+    )
+    assert cifar.holds and cifar.evidence["compared_at"] == 0.5
+    assert cifar.evidence["strict_share"] < cifar.evidence["baseline_strict_upper_95"]
+    # the baseline under half but as good as the release at 0.5: fails, whatever the strict share
+    level = claim_recovery_dm(_recovery(0.6, 0.7, 0.1, strict=0.5, base=0.0, base_share=0.49), CFG)
+    assert not level.holds and level.evidence["compared_at"] == 0.5
+    assert level.evidence["share_lower_95"] >= 0.5
+    # the baseline at exactly half is saturated: the comparison moves to the strict threshold
+    moved = claim_recovery_dm(_recovery(0.9, 0.7, 0.1, strict=0.02, base=0.0, base_share=0.5), CFG)
+    assert not moved.holds and moved.evidence["compared_at"] == 0.9
 
 
 def test_every_claim_is_listed() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import torch
+from pydantic import ValidationError
 
 from trainleak.attacks.distillation import (
     FingerprintSpec,
@@ -28,7 +29,7 @@ from trainleak.attacks.distillation import (
 )
 from trainleak.data import load_digits
 from trainleak.errors import ConfigError
-from trainleak.experiments.distillation_leakage import _utility_jobs
+from trainleak.experiments.distillation_leakage import _random_protocol, _utility_jobs
 from trainleak.experiments.distillation_leakage import run as run_experiment
 from trainleak.experiments.distillation_leakage_claims import CLAIMS, DistillationLeakageConfig
 from trainleak.metrics.distillation import recovery_scores
@@ -453,6 +454,20 @@ def test_utility_jobs_complete_every_setting_to_utility_sets() -> None:
     # targets already at three seeds: only the other ipc needs sets
     more = cfg.model_copy(update={"target_seeds": 3})
     assert set(_utility_jobs(more, task, specs)) == at_one
+
+
+def test_random_subsets_get_as_many_networks_as_the_distilled_side() -> None:
+    """The utility baseline's budget: one network per random subset, as many subsets as the
+    distilled side trains networks (sets x networks per set), unless set explicitly; every
+    other training choice is the distilled sets' own."""
+    protocol = EvalProtocol(models=4, steps=30, lr=0.05)
+    cfg = DistillationLeakageConfig(utility_sets=3, eval_models=4)
+    rand = _random_protocol(cfg, protocol)
+    assert rand.models == 12 and dataclasses.replace(rand, models=4) == protocol
+    assert _random_protocol(cfg.model_copy(update={"utility_sets": 5}), protocol).models == 20
+    assert _random_protocol(cfg.model_copy(update={"random_draws": 6}), protocol).models == 6
+    with pytest.raises(ValidationError):
+        DistillationLeakageConfig(random_draws=0)
 
 
 def test_the_experiment_distils_dc_with_dsa_and_the_others_as_augment_says() -> None:

@@ -365,6 +365,14 @@ def _evaluate(job: _Eval) -> Evaluation | float:
     )
 
 
+def _random_protocol(cfg: DistillationLeakageConfig, protocol: EvalProtocol) -> EvalProtocol:
+    """How the random real subsets are trained: exactly as the distilled sets (steps, lr,
+    batch, augmentation), one fresh network per subset, with as many subsets as the distilled
+    side trains networks (``utility_sets x eval_models``) unless ``random_draws`` says."""
+    draws = cfg.random_draws or cfg.utility_sets * cfg.eval_models
+    return dataclasses.replace(protocol, models=draws)
+
+
 def _utility_evals(
     cfg: DistillationLeakageConfig,
     task: Task,
@@ -376,8 +384,7 @@ def _utility_evals(
     """The utility check's pieces: every released set, the random subsets of each
     (architecture, ipc) and the full-data reference of each architecture."""
     test = (torch.cat([task.aux[0], task.holdout[0]]), torch.cat([task.aux[1], task.holdout[1]]))
-    # the random subsets are trained exactly as the distilled sets (steps, lr, batch, augment)
-    rand = dataclasses.replace(protocol, models=cfg.random_draws)
+    rand = _random_protocol(cfg, protocol)
     # the full-data reference trains at the grid's last rate (its selection data would be its
     # own training set)
     one = protocol.single_rate()
@@ -561,7 +568,8 @@ _NOTES = (
     "negatives. Recovery: best SSIM (8x8 images upsampled to 16x16) of each initialisation image "
     "over the released images. Utility: test accuracy (auxiliary plus held-out records) of fresh "
     "networks trained on the set, beside random real subsets of the same size (trained the same "
-    "way: steps, learning rate, batch, augmentation; MTT's learned rate is part of its release) "
+    "way: steps, learning rate, batch, augmentation; MTT's learned rate is part of its release; "
+    "as many subsets, one network each, as the distilled side trains networks) "
     "and all of D; every real-initialised setting (algorithm x architecture x ipc) has "
     "`utility_sets` distilled sets (seeds 1000, 1001, ...; the target's first), and the claim "
     "decides each setting by a one-sided 95% Welch bound on the gain with a set (its networks' "

@@ -62,7 +62,10 @@ class DistillationLeakageConfig(ExperimentConfig):
     eval_lr_grid: list[Annotated[float, Field(gt=0)]] = Field(
         default_factory=lambda: [0.01, 0.05], min_length=1
     )
-    random_draws: int = Field(6, ge=1)
+    # random real subsets (one fresh network each) per (architecture, ipc); None: as many
+    # networks as the distilled side trains (utility_sets x eval_models), the same budget on
+    # both sides (docs/decisions.md, distillation twenty-third pass)
+    random_draws: int | None = Field(None, ge=1)
     fingerprint_steps: int = Field(60, ge=2)
     surrogate_steps: int = Field(300, ge=1)
     lira_shadows: int = Field(6, ge=2)
@@ -333,14 +336,22 @@ def _recovery(rows: Sequence[Row], init: str) -> list[RecoveryRow]:
 
 def claim_recovery_dm(rows: Sequence[Row], cfg: DistillationLeakageConfig) -> Claim:
     """Real-initialised DM sets: at least half the initialisation images are recovered at SSIM
-    >= the threshold (Wilson lower bound of the pooled share), and at the strict threshold the
-    share beats the auxiliary baseline's (Wilson intervals apart). The second half keeps the
-    claim informative where the baseline alone passes the first (small images, low
-    threshold)."""
+    >= the threshold (Wilson lower bound of the pooled share), and more of them than the
+    auxiliary baseline recovers (Wilson intervals apart) at the *comparison threshold*.
+
+    The comparison threshold is chosen from the baseline alone, never from the attack: the
+    claim's threshold where the baseline recovers under half the images there, else the
+    strict threshold. Where random auxiliary images already pass the threshold (small images,
+    8 x 8 digits: 1.00; MNIST 0.95) the first half says nothing about the release, and the
+    comparison moves to near-copies; where they do not (CIFAR-10: 0.00) beating them at the
+    threshold is the evidence, and requiring near-copies of 32 x 32 colour images as well
+    asks more than "recovers samples" (docs/decisions.md, distillation twenty-third pass).
+    The strict shares are reported either way."""
     text = (
         f"Real-initialised DM at {cfg.ipc} ipc: at least half the initialisation images "
         f"recovered at SSIM >= {cfg.recovery_threshold}, and more than the auxiliary baseline "
-        f"at SSIM >= {cfg.strict_threshold}"
+        f"(at SSIM >= {cfg.recovery_threshold}, or >= {cfg.strict_threshold} where the "
+        "baseline reaches the first on half the images)"
     )
     rs = [r for r in _recovery(rows, "real") if r.algorithm == "dm" and r.ipc == cfg.ipc]
     if not rs:
@@ -353,17 +364,22 @@ def claim_recovery_dm(rows: Sequence[Row], cfg: DistillationLeakageConfig) -> Cl
 
     share, (lo, _) = pooled("share_above")
     strict, (strict_lo, _) = pooled("strict_share")
-    base, (_, base_hi) = pooled("baseline_strict_share")
+    base, (_, base_hi) = pooled("baseline_share")
+    base_strict, (_, base_strict_hi) = pooled("baseline_strict_share")
+    saturated = base >= 0.5
+    compare_lo, compare_base_hi = (strict_lo, base_strict_hi) if saturated else (lo, base_hi)
     return claim(
         text,
-        lo >= 0.5 and strict_lo > base_hi,
+        lo >= 0.5 and compare_lo > compare_base_hi,
         share=share,
         share_lower_95=lo,
         strict_share=strict,
         strict_share_lower_95=strict_lo,
-        baseline_share=pooled("baseline_share")[0],
-        baseline_strict_share=base,
-        baseline_strict_upper_95=base_hi,
+        baseline_share=base,
+        baseline_upper_95=base_hi,
+        baseline_strict_share=base_strict,
+        baseline_strict_upper_95=base_strict_hi,
+        compared_at=cfg.strict_threshold if saturated else cfg.recovery_threshold,
         images=n,
     )
 
