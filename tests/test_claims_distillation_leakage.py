@@ -258,7 +258,8 @@ def test_recovery_compares_with_the_baseline_where_the_baseline_is_not_saturated
     )
     assert cifar.holds and cifar.evidence["compared_at"] == 0.5
     assert cifar.evidence["strict_share"] < cifar.evidence["baseline_strict_upper_95"]
-    # the baseline under half but as good as the release at 0.5: fails, whatever the strict share
+    # the baseline under half but within the release's interval at 0.5 (0.49 against 0.60 of
+    # 200 images): fails, however many near-copies the release has
     level = claim_recovery_dm(_recovery(0.6, 0.7, 0.1, strict=0.5, base=0.0, base_share=0.49), CFG)
     assert not level.holds and level.evidence["compared_at"] == 0.5
     assert level.evidence["share_lower_95"] >= 0.5
