@@ -227,12 +227,14 @@ def _recovery(
     rows = []
     for i, (a, f) in enumerate(PAIRS):
         j = 0.01 * i
-        common = {
-            "baseline_mean_ssim": 0.7,
-            "baseline_share": base_share,
-            "baseline_strict_share": base,
-        }
-        common.update(threshold=0.5, strict_threshold=0.9, n=100)
+        common = dict(
+            baseline_mean_ssim=0.7,
+            baseline_share=base_share,
+            baseline_strict_share=base,
+            threshold=0.5,
+            strict_threshold=0.9,
+            n=100,
+        )
         rows.append(RecoveryRow(a, f, "real", 10, 0, real_ssim + j, real_share, strict, **common))
         rows.append(RecoveryRow(a, f, "noise", 10, 0, noise_ssim - j, 0.9, 0.05, **common))
     return rows
